@@ -1,0 +1,52 @@
+#!/bin/sh
+# Builds the stripped guest kernel from Debian's linux-source-6.1: tinyconfig plus
+# tools/guest-kernel.config. The result (vmlinux and an LZ4 bzImage) is cached outside
+# the work tree, keyed by the fragment, this script and the source package version,
+# so a second run costs nothing. Prints the cache directory on stdout.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+fragment="$here/guest-kernel.config"
+tarball=/usr/src/linux-source-6.1.tar.xz
+cache_root=${MOTE_CACHE:-/var/cache/mote}
+
+[ -r "$tarball" ] || { echo "build-kernel: $tarball missing; run tools/setup.sh" >&2; exit 1; }
+
+source_version=$(dpkg-query -W -f='${Version}' linux-source-6.1)
+key=$( { cat "$fragment" "$0"; echo "$source_version"; } | sha256sum | cut -c1-16)
+out="$cache_root/kernel-$key"
+
+if [ -f "$out/vmlinux" ] && [ -f "$out/bzImage" ]; then
+	echo "$out"
+	exit 0
+fi
+
+mkdir -p "$cache_root"
+work=$(mktemp -d "$cache_root/build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+echo "build-kernel: building guest kernel $key (about 10 minutes on 2 cores)" >&2
+tar -xJf "$tarball" -C "$work"
+src="$work/linux-source-6.1"
+{
+	make -C "$src" tinyconfig
+	"$src/scripts/kconfig/merge_config.sh" -m -O "$src" "$src/.config" "$fragment"
+	make -C "$src" olddefconfig
+} >"$work/config.log" 2>&1 || { cat "$work/config.log" >&2; exit 1; }
+
+# merge_config only warns when Kconfig drops an option; a dropped option here is a bug.
+missing=0
+grep -E '^(CONFIG_[A-Z0-9_]+=|# CONFIG_[A-Z0-9_]+ is not set)' "$fragment" | while read -r line; do
+	grep -qxF "$line" "$src/.config" || { echo "build-kernel: not in final .config: $line" >&2; echo x; }
+done | grep -q x && missing=1
+[ "$missing" -eq 0 ] || exit 1
+
+make -C "$src" -j"$(nproc)" vmlinux bzImage >"$work/build.log" 2>&1 ||
+	{ tail -50 "$work/build.log" >&2; exit 1; }
+
+staging="$work/out"
+mkdir -p "$staging"
+cp "$src/vmlinux" "$src/arch/x86/boot/bzImage" "$src/.config" "$staging/"
+rm -rf "$out"
+mv "$staging" "$out"
+echo "$out"

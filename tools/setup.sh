@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs every Debian package that building mote, its guest and its tests need.
+# Idempotent: apt-get skips what is already installed.
+set -eu
+
+packages="
+build-essential cmake pkg-config clang clang-format
+libcmocka-dev libcjson-dev liburing-dev libfdt-dev
+linux-source-6.1 bc flex bison libelf-dev libssl-dev lz4 xz-utils kmod cpio
+busybox-static qemu-system-x86 e2fsprogs socat git
+"
+
+missing=""
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
