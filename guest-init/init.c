@@ -1,0 +1,266 @@
+/* mote-init: the guest's PID 1. A static program with no dependencies on the guest's
+ * userland beyond /bin/sh for `mote.run=`.
+ *
+ * Order: signal boot complete on the debug port (design.md "Boot timing"), mount the
+ * pseudo file systems, run the command from the kernel command line (if any) while
+ * reaping orphans, then power off. PID 1 must never exit: the kernel panics if it does,
+ * so every error is reported on the console and the program carries on or powers off. */
+#define MOTE_GUEST_SIDE
+#include "../devices/debug_port.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define CMDLINE_MAX 4096
+#define RUN_KEY "mote.run="
+
+static void port_write(unsigned char value)
+{
+	__asm__ volatile("outb %0, %1" : : "a"(value), "Nd"((unsigned short)DEBUG_PORT_ADDR));
+}
+
+/* One message per write(), so lines from PID 1 do not interleave with the child's. */
+static void say(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(STDERR_FILENO, line, (size_t)n) < 0) {
+		/* Nowhere else to report it. */
+	}
+}
+
+static void mount_fs(const char *source, const char *target, const char *type)
+{
+	if (mkdir(target, 0755) < 0 && errno != EEXIST)
+		say("mote-init: mkdir %s: %s", target, strerror(errno));
+	if (mount(source, target, type, MS_NOSUID, NULL) < 0 && errno != EBUSY)
+		say("mote-init: mount %s on %s: %s", type, target, strerror(errno));
+}
+
+/* The kernel opens /dev/console for PID 1 only if the node exists in the initramfs;
+ * after devtmpfs is mounted it does, so fill whichever of 0/1/2 are still closed. */
+static void open_console_fds(void)
+{
+	int fd = -1;
+
+	for (int i = 0; i <= 2; i++) {
+		if (fcntl(i, F_GETFD) >= 0)
+			continue;
+		if (fd < 0) {
+			fd = open("/dev/console", O_RDWR | O_NOCTTY);
+			if (fd < 0)
+				return;
+		}
+		if (fd != i)
+			dup2(fd, i);
+	}
+	if (fd > 2)
+		close(fd);
+}
+
+/* Finds `mote.run=VALUE` at the start of a word. The kernel keeps double quotes in
+ * /proc/cmdline, so a quoted VALUE runs to the closing quote; otherwise to the next
+ * blank. Returns a malloc'd string or NULL. */
+static char *cmdline_run_value(void)
+{
+	static char buf[CMDLINE_MAX];
+	ssize_t len;
+	int fd;
+
+	fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		say("mote-init: open /proc/cmdline: %s", strerror(errno));
+		return NULL;
+	}
+	len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len < 0) {
+		say("mote-init: read /proc/cmdline: %s", strerror(errno));
+		return NULL;
+	}
+	buf[len] = '\0';
+
+	for (char *p = buf; (p = strstr(p, RUN_KEY)) != NULL; p++) {
+		if (p != buf && p[-1] != ' ' && p[-1] != '\t')
+			continue;
+		char *value = p + strlen(RUN_KEY);
+		size_t n;
+		if (*value == '"') {
+			value++;
+			char *end = strchr(value, '"');
+			n = end ? (size_t)(end - value) : strcspn(value, "\n");
+		} else {
+			n = strcspn(value, " \t\n");
+		}
+		return strndup(value, n);
+	}
+	return NULL;
+}
+
+/* /dev/console cannot become a controlling terminal, so an interactive shell there
+ * has no job control and ^C does nothing. Open the real device behind it (the last
+ * name in /sys/class/tty/console/active, e.g. ttyS0) and make that the child's tty. */
+static void child_take_tty(void)
+{
+	char names[256], path[300];
+	ssize_t len;
+	int fd;
+
+	fd = open("/sys/class/tty/console/active", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto fallback;
+	len = read(fd, names, sizeof(names) - 1);
+	close(fd);
+	if (len <= 0)
+		goto fallback;
+	names[len] = '\0';
+	names[strcspn(names, "\n")] = '\0';
+	char *last = strrchr(names, ' ');
+	snprintf(path, sizeof(path), "/dev/%s", last ? last + 1 : names);
+
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		goto fallback;
+	if (ioctl(fd, TIOCSCTTY, 1) < 0) {
+		close(fd);
+		goto fallback;
+	}
+	for (int i = 0; i <= 2; i++)
+		dup2(fd, i);
+	if (fd > 2)
+		close(fd);
+	return;
+fallback:
+	if (ioctl(STDIN_FILENO, TIOCSCTTY, 1) < 0) {
+		/* No job control; the command still runs. */
+	}
+}
+
+static pid_t spawn_command(const char *command, const sigset_t *old_mask)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		say("mote-init: fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid > 0)
+		return pid;
+
+	sigprocmask(SIG_SETMASK, old_mask, NULL);
+	setsid();
+	child_take_tty();
+	char *const argv[] = {"sh", "-c", (char *)command, NULL};
+	char *const envp[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=linux", NULL};
+	execve("/bin/sh", argv, envp);
+	say("mote-init: exec /bin/sh: %s", strerror(errno));
+	_exit(127);
+}
+
+/* sync, then the power-off byte (mote exits on it); under another VMM fall back to a
+ * reboot, which `reboot=t -no-reboot` or `reboot=k` turn into the VMM exiting. */
+static void power_off(bool write_port)
+{
+	sync();
+	if (write_port)
+		port_write(DEBUG_PORT_POWER_OFF);
+	reboot(RB_AUTOBOOT);
+	say("mote-init: reboot: %s", strerror(errno));
+	for (;;)
+		pause();
+}
+
+/* Waits for SIGCHLD and the shutdown signals with them blocked (sigwaitinfo), so no
+ * signal can slip in between a check and a wait. Reaps every child (PID 1 inherits
+ * orphans); returns when `target` exits, or powers off on request. */
+static void supervise(pid_t target, const sigset_t *mask)
+{
+	for (;;) {
+		int status;
+		pid_t pid;
+
+		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (pid != target)
+				continue;
+			if (WIFEXITED(status))
+				say("mote-init: command exited with status %d",
+				    WEXITSTATUS(status));
+			else
+				say("mote-init: command killed by signal %d", WTERMSIG(status));
+			return;
+		}
+
+		int sig = sigwaitinfo(mask, NULL);
+		if (sig < 0) {
+			if (errno != EINTR)
+				say("mote-init: sigwaitinfo: %s", strerror(errno));
+			continue;
+		}
+		/* busybox: `poweroff` sends SIGUSR2, `halt` SIGUSR1, `reboot` SIGTERM. */
+		if (sig == SIGUSR1 || sig == SIGUSR2)
+			power_off(true);
+		if (sig == SIGTERM)
+			power_off(false);
+	}
+}
+
+int main(void)
+{
+	sigset_t mask, old_mask;
+
+	int ioperm_errno = 0;
+
+	if (syscall(SYS_ioperm, DEBUG_PORT_ADDR, 1, 1) == 0)
+		port_write(DEBUG_PORT_BOOT_COMPLETE);
+	else
+		ioperm_errno = errno;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGUSR1);
+	sigaddset(&mask, SIGUSR2);
+	sigprocmask(SIG_BLOCK, &mask, &old_mask);
+
+	mount_fs("proc", "/proc", "proc");
+	mount_fs("sysfs", "/sys", "sysfs");
+	mount_fs("devtmpfs", "/dev", "devtmpfs");
+	mount_fs("tmpfs", "/tmp", "tmpfs");
+	open_console_fds();
+	/* Reported only now that the console is certainly open. */
+	if (ioperm_errno)
+		say("mote-init: ioperm 0x%x: %s", DEBUG_PORT_ADDR, strerror(ioperm_errno));
+	say("mote-init: boot complete");
+
+	char *command = cmdline_run_value();
+	if (command) {
+		pid_t pid = spawn_command(command, &old_mask);
+		if (pid > 0)
+			supervise(pid, &mask);
+		free(command);
+	}
+	power_off(true);
+}

@@ -1,0 +1,245 @@
+#!/bin/bash
+# Runs a command where KVM works. With a usable /dev/kvm it just execs the command.
+# Otherwise it boots one outer QEMU guest under TCG, which emulates AMD SVM with nested
+# paging, and runs the command there with /dev/kvm (design.md "Testing on real KVM when
+# the machine has none"):
+#   - the host's / read-only (9p, plus a RAM overlay), chrooted into;
+#   - the work tree (git toplevel of $PWD, or $MOTE_SHARE_RW) read-write at the same path;
+#   - a fresh ext4 scratch disk at /scratch, exported as MOTE_SCRATCH;
+#   - the command's cwd, PATH, HOME and MOTE_* variables.
+# The command's output appears on stdout (the outer serial console, so stderr merges
+# into it and lines end in CR LF); its exit status is ours. Its stdin is the console
+# when ours is a terminal (no job control there: leave QEMU with Ctrl-A x), else
+# /dev/null.
+#
+#   usage: tools/kvm-run.sh [--] CMD ARGS...
+# Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
+# MOTE_OUTER_TIMEOUT (seconds, 3600), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
+# MOTE_SCRATCH_SIZE (8G).
+# Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
+# guest failed before reporting a status.
+set -eu
+
+# The whole script is one brace group, so bash parses it completely before running
+# any of it: editing this file while a long run is in progress cannot change that run.
+{
+here=$(cd "$(dirname "$0")" && pwd)
+[ "${1:-}" = -- ] && shift
+[ $# -ge 1 ] || { echo "usage: $0 [--] CMD ARGS..." >&2; exit 2; }
+
+die() { echo "kvm-run: $*" >&2; exit 125; }
+
+# Usable means openable and backed by hardware virtualisation. Some sandboxes expose a
+# /dev/kvm without svm/vmx in the CPU flags whose guests die on the first XRSTOR.
+kvm_usable() {
+	[ -c /dev/kvm ] && { : <>/dev/kvm; } 2>/dev/null && grep -qwE 'svm|vmx' /proc/cpuinfo
+}
+
+case "${MOTE_KVM_RUN:-}" in
+direct) exec "$@" ;;
+outer) ;;
+"") kvm_usable && exec "$@" ;;
+*) die "MOTE_KVM_RUN must be direct or outer, not '$MOTE_KVM_RUN'" ;;
+esac
+
+cache_root=${MOTE_CACHE:-/var/cache/mote}
+mem=${MOTE_OUTER_MEM:-4096}
+timeout_s=${MOTE_OUTER_TIMEOUT:-3600}
+work=${MOTE_SHARE_RW:-$(git rev-parse --show-toplevel 2>/dev/null || true)}
+[ -n "$work" ] || die "not inside a git work tree; set MOTE_SHARE_RW to the directory to share"
+work=$(cd "$work" && pwd -P)
+for tool in qemu-system-x86_64 apt-get dpkg depmod cpio mkfs.ext4 flock busybox; do
+	command -v "$tool" >/dev/null || die "$tool missing; run tools/setup.sh"
+done
+
+# Modules for the outer guest in the design's order; their dependencies are added from
+# modules.dep. The second list is optional: only the tests using them need them.
+required_modules="irqbypass ccp kvm kvm-amd
+virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
+9pnet 9pnet_virtio netfs fscache 9p overlay
+virtio_blk crc16 crc32c_generic mbcache jbd2 ext4"
+optional_modules="tun tap vhost_iotlb vhost vhost_net vsock vmw_vsock_virtio_transport_common
+vhost_vsock"
+
+# Newest linux-image-6.1.0-N-amd64 apt knows; without apt lists, the newest cached one.
+pick_kernel() {
+	local pkg
+	pkg=$(apt-cache pkgnames linux-image-6.1.0- 2>/dev/null |
+		grep -E '^linux-image-6\.1\.0-[0-9]+-amd64$' | sort -V | tail -1 || true)
+	if [ -z "$pkg" ]; then
+		pkg=$(for d in "$cache_root"/outer-6.1.0-*-amd64/vmlinuz; do
+			[ -f "$d" ] && basename "$(dirname "$d")"
+		done | sed 's/^outer-/linux-image-/' | sort -V | tail -1)
+	fi
+	[ -n "$pkg" ] || die "apt knows no linux-image-6.1.0-*-amd64; run apt-get update"
+	echo "${pkg#linux-image-}"
+}
+
+norm() { echo "${1//-/_}"; }
+
+# Download and unpack the kernel package once; keep only vmlinuz, the modules we load
+# (uncompressed) and their load order.
+prepare_kernel() {
+	local abi=$1 dir=$2 tmp deb moddir line mod name
+	[ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/order" ] && return 0
+	echo "kvm-run: fetching linux-image-$abi for the outer guest (once)" >&2
+	tmp=$(mktemp -d "$cache_root/outer-tmp.XXXXXX")
+	(cd "$tmp" && apt-get download -q "linux-image-$abi" >download.log 2>&1) ||
+		{ cat "$tmp/download.log" >&2; rm -rf "$tmp"; die "apt-get download linux-image-$abi failed"; }
+	deb=$(ls "$tmp"/*.deb)
+	dpkg -x "$deb" "$tmp/root"
+	moddir="$tmp/root/lib/modules/$abi"
+	depmod -b "$tmp/root" "$abi"
+
+	declare -A path=() depends=() builtin=() seen=()
+	while IFS= read -r line; do
+		mod=${line%%:*}
+		name=$(norm "$(basename "${mod%%.ko*}")")
+		path[$name]=$mod
+		depends[$name]=${line#*:}
+	done <"$moddir/modules.dep"
+	while IFS= read -r mod; do
+		builtin[$(norm "$(basename "${mod%%.ko*}")")]=1
+	done <"$moddir/modules.builtin"
+
+	mkdir -p "$tmp/out/modules"
+	order=()
+	visit() {
+		local n=$1 need=$2 d
+		[ -n "${seen[$n]:-}" ] && return 0
+		seen[$n]=1
+		# modules.dep lists each module's whole closure; visiting every entry first
+		# gives a valid load order.
+		for d in ${depends[$n]}; do
+			visit "$(norm "$(basename "${d%%.ko*}")")" "$need"
+		done
+		order+=("$n $need")
+	}
+	for need in required optional; do
+		[ $need = required ] && list=$required_modules || list=$optional_modules
+		for name in $list; do
+			name=$(norm "$name")
+			if [ -n "${path[$name]:-}" ]; then
+				visit "$name" $need
+			elif [ -z "${builtin[$name]:-}" ] && [ $need = required ]; then
+				rm -rf "$tmp"
+				die "module $name is neither in linux-image-$abi nor built in"
+			fi
+		done
+	done
+	for line in "${order[@]}"; do
+		name=${line%% *}
+		mod="$moddir/${path[$name]}"
+		case "$mod" in
+		*.ko) cp "$mod" "$tmp/out/modules/$name.ko" ;;
+		*.ko.xz) xz -dc "$mod" >"$tmp/out/modules/$name.ko" ;;
+		*.ko.zst) zstd -qdc "$mod" >"$tmp/out/modules/$name.ko" ;;
+		*) die "unexpected module file $mod" ;;
+		esac
+		echo "$line" >>"$tmp/out/modules/order"
+	done
+	cp "$tmp/root/boot/vmlinuz-$abi" "$tmp/out/vmlinuz"
+	rm -rf "$dir"
+	mv "$tmp/out" "$dir"
+	rm -rf "$tmp"
+}
+
+# The outer initramfs: busybox and outer-init.sh from build-initramfs.sh, then a second
+# archive with the modules (the kernel unpacks concatenated archives in turn).
+prepare_initramfs() {
+	local dir=$1 out=$2 tmp
+	[ -f "$out" ] && return 0
+	tmp=$(mktemp -d "$cache_root/outer-tmp.XXXXXX")
+	"$here/build-initramfs.sh" "$tmp/base.cpio.gz" "$here/outer-init.sh"
+	mkdir -p "$tmp/root/lib/mote-modules"
+	cp "$dir/modules/"* "$tmp/root/lib/mote-modules/"
+	(cd "$tmp/root" && find . | LC_ALL=C sort |
+		cpio --quiet -o -H newc -R 0:0 --reproducible) | gzip -n >"$tmp/modules.cpio.gz"
+	cat "$tmp/base.cpio.gz" "$tmp/modules.cpio.gz" >"$tmp/outer.cpio.gz"
+	mv "$tmp/outer.cpio.gz" "$out"
+	rm -rf "$tmp"
+}
+
+mkdir -p "$cache_root"
+abi=$(pick_kernel)
+outer_dir="$cache_root/outer-$abi"
+# One preparation at a time: parallel runs share the cache.
+exec 9>"$cache_root/outer.lock"
+flock 9
+prepare_kernel "$abi" "$outer_dir"
+key=$(cat "$here/outer-init.sh" "$here/build-initramfs.sh" /bin/busybox "$outer_dir/modules/order" |
+	sha256sum | cut -c1-16)
+initramfs="$outer_dir/initramfs-$key.cpio.gz"
+prepare_initramfs "$outer_dir" "$initramfs"
+flock -u 9
+exec 9>&-
+
+# Per-run state: the command script, the status the outer guest writes back, and the
+# scratch disk (sparse; ext4 made here so the guest needs no mkfs).
+run=$(mktemp -d "${TMPDIR:-/var/tmp}/mote-kvm-run.XXXXXX")
+trap 'rm -rf "$run"' EXIT
+mkdir "$run/share"
+truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
+mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
+
+# Single quotes survive any content; the guest's /bin/sh (the host's) runs this.
+q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
+{
+	echo "export PATH=$(q "$PATH") HOME=$(q "${HOME:-/root}") TERM=dumb"
+	for var in $(compgen -e); do
+		# MOTE_KVM_RUN=outer inside would nest TCG in TCG.
+		case "$var" in MOTE_KVM_RUN) ;; MOTE_*) echo "export $var=$(q "${!var}")" ;; esac
+	done
+	echo "export MOTE_SCRATCH=/scratch"
+	echo "cd $(q "$PWD") || exit 125"
+	printf 'exec'
+	for arg in "$@"; do printf ' %s' "$(q "$arg")"; done
+	echo
+} >"$run/share/cmd.sh"
+# A serial console never reports end of file: a command reading a non-terminal stdin
+# would wait forever, so it gets /dev/null then.
+stdin_tty=0
+[ -t 0 ] && stdin_tty=1
+{
+	echo "MOTE_OUTER_WORK=$(q "$work")"
+	echo "MOTE_OUTER_STDIN_TTY=$stdin_tty"
+} >"$run/share/outer.env"
+
+p9opts="security_model=none,multidevs=remap"
+start=$(date +%s)
+# QEMU runs as a background job so that a signal to us can stop it (timeout forwards
+# it) instead of leaving a 4 GiB guest spinning. Without job control bash would give a
+# background job /dev/null as stdin, so hand it ours explicitly: it feeds the console.
+exec 3<&0
+timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
+	-accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
+	-nographic -vga none -bios qboot.rom -no-reboot -nic none \
+	-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
+	-append "console=ttyS0 quiet loglevel=0 panic=-1 mitigations=off" \
+	-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
+	-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
+	-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
+	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" <&3 3<&- &
+qemu_pid=$!
+exec 3<&-
+trap 'kill -TERM $qemu_pid 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
+qemu_status=0
+wait $qemu_pid || qemu_status=$?
+trap - TERM INT HUP
+
+# 137: QEMU ignored the TERM and timeout -k killed it.
+if [ $qemu_status -eq 124 ] || [ $qemu_status -eq 137 ]; then
+	echo "kvm-run: outer guest killed after MOTE_OUTER_TIMEOUT=${timeout_s}s" >&2
+	exit 124
+fi
+if [ -f "$run/share/status" ]; then
+	echo "kvm-run: outer guest done in $(($(date +%s) - start)) s" >&2
+	exit "$(cat "$run/share/status")"
+fi
+if [ -f "$run/share/failure" ]; then
+	die "outer guest failed: $(cat "$run/share/failure")"
+fi
+die "outer guest ended without a status (QEMU exit $qemu_status; kernel panic or crash?)"
+# shellcheck disable=SC2317 # every path above exits; this guards a trailing edit.
+exit
+}

@@ -1,0 +1,83 @@
+#!/bin/sh
+# /init of the outer test guest that tools/kvm-run.sh boots under TCG when this machine
+# has no usable /dev/kvm (design.md "Testing on real KVM when the machine has none").
+# Runs on busybox. Loads KVM, 9p, virtio-blk and ext4, builds a root from the host's /
+# (read-only 9p, with a RAM overlay so the chroot can create mount points and write
+# caches), mounts the work tree read-write at its host path and the scratch disk at
+# /scratch, runs the command from the run share, writes its status back there and
+# powers off. Any failure of the machinery writes no status; kvm-run.sh reports it.
+set -u
+
+run=/run-share
+new=/newroot
+modules=/lib/mote-modules
+p9="trans=virtio,version=9p2000.L,msize=262144"
+
+say() { echo "outer-init: $*"; }
+# No status file on the run share means the outer guest failed; this one says why.
+fail() {
+	say "$*"
+	[ -d "$run" ] && echo "$*" >"$run/failure"
+	sync
+	poweroff -f
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+# order: "NAME required|optional" in dependency order, computed by kvm-run.sh with
+# depmod. A failing optional module (tun, vhost, vsock) only loses those tests.
+while read -r name need; do
+	if ! err=$(insmod "$modules/$name.ko" 2>&1); then
+		case "$err" in *"File exists"*) continue ;; esac
+		[ "$need" = required ] && say "insmod $name: $err"
+	fi
+done <"$modules/order"
+
+mkdir -p "$run"
+mount -t 9p -o "$p9" moterun "$run" || fail "cannot mount the run share (9p)"
+# shellcheck source=/dev/null
+. "$run/outer.env" || fail "no outer.env on the run share"
+
+if [ ! -c /dev/kvm ]; then
+	fail "/dev/kvm did not appear in the outer guest: $(dmesg | grep -iE 'kvm|svm' | tail -3)"
+fi
+
+# cache=loose: without it every read of a large binary goes to the host and each QEMU
+# start in here is about a second slower (design.md). The overlay's upper layer is RAM.
+mkdir -p /lower /upper "$new"
+mount -t 9p -o "$p9,cache=loose,ro" hostroot /lower || fail "cannot mount the host root (9p)"
+mount -t tmpfs -o mode=0755 tmpfs /upper
+mkdir -p /upper/data /upper/work
+mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay "$new" ||
+	fail "cannot mount the overlay root"
+
+# The work tree at the same absolute path, so build paths inside match the host's.
+# cache=mmap: the default (no cache) refuses shared writable mappings.
+mkdir -p "$new$MOTE_OUTER_WORK"
+mount -t 9p -o "$p9,cache=mmap" motework "$new$MOTE_OUTER_WORK" ||
+	fail "cannot mount the work tree $MOTE_OUTER_WORK (9p)"
+
+mount -t proc proc "$new/proc"
+mount -t sysfs sysfs "$new/sys"
+mount -t devtmpfs devtmpfs "$new/dev"
+mkdir -p "$new/dev/pts" "$new/dev/shm"
+mount -t devpts devpts "$new/dev/pts"
+mount -t tmpfs -o mode=1777 tmpfs "$new/dev/shm"
+mount -t tmpfs -o mode=1777 tmpfs "$new/tmp"
+# Images live here: Linux 6.1's tmpfs refuses O_DIRECT and 9p is slow (design.md).
+mkdir -p "$new/scratch"
+mount -t ext4 -o noinit_itable /dev/vda "$new/scratch" || fail "cannot mount the scratch disk"
+chmod 1777 "$new/scratch"
+
+# The command runs with only the environment cmd.sh sets (PATH, HOME, MOTE_*).
+stdin=/dev/console
+[ "$MOTE_OUTER_STDIN_TTY" = 1 ] || stdin=/dev/null
+chroot "$new" /usr/bin/env -i /bin/sh -c "$(cat "$run/cmd.sh")" <"$stdin"
+status=$?
+sync
+umount "$new/scratch" 2>/dev/null
+echo "$status" >"$run/status"
+sync
+poweroff -f
