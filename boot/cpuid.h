@@ -1,0 +1,15 @@
+/* Guest CPUID from KVM_GET_SUPPORTED_CPUID (design.md): hypervisor bit, per-vCPU APIC
+ * IDs and leaf 0xb topology, no PMU (leaf 0xa), no nested SVM/VMX. Pure functions on
+ * the entry array, so tests need no KVM. */
+#ifndef MOTE_BOOT_CPUID_H
+#define MOTE_BOOT_CPUID_H
+
+#include <linux/kvm.h>
+#include <stdint.h>
+
+/* Rewrites entries[0..count) in place for vCPU cpu_index of cpu_count; returns the new
+ * count (entries may be dropped, never added beyond capacity). */
+unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned capacity,
+		      unsigned cpu_index, unsigned cpu_count);
+
+#endif
