@@ -1,0 +1,234 @@
+#include "serial.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Register offsets and bits: the 16550A data sheet, as Linux names them in
+ * include/uapi/linux/serial_reg.h. */
+enum {
+	REG_RBR_THR_DLL = 0,
+	REG_IER_DLM = 1,
+	REG_IIR_FCR = 2,
+	REG_LCR = 3,
+	REG_MCR = 4,
+	REG_LSR = 5,
+	REG_MSR = 6,
+	REG_SCR = 7,
+};
+#define IER_RDI 0x01
+#define IER_THRI 0x02
+#define IIR_NO_INT 0x01
+#define IIR_THRI 0x02
+#define IIR_RDI 0x04
+#define IIR_FIFO_ENABLED 0xc0
+#define FCR_ENABLE_FIFO 0x01
+#define FCR_CLEAR_RCVR 0x02
+#define LCR_DLAB 0x80
+#define MCR_DTR 0x01
+#define MCR_RTS 0x02
+#define MCR_OUT1 0x04
+#define MCR_OUT2 0x08
+#define MCR_LOOP 0x10
+#define LSR_DR 0x01
+#define LSR_THRE 0x20
+#define LSR_TEMT 0x40
+#define MSR_CTS 0x10
+#define MSR_DSR 0x20
+#define MSR_RI 0x40
+#define MSR_DCD 0x80
+
+static const char panic_start[] = "Kernel panic - not syncing";
+static const char panic_end[] = "---[ end Kernel panic";
+
+void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, void *opaque)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	s->out_fd = out_fd;
+	s->ops = ops;
+	s->opaque = opaque;
+	/* Power-on values: 8 data bits, DTR/RTS/OUT2 as the BIOS would leave them. */
+	s->lcr = 0x03;
+	s->mcr = MCR_OUT2;
+	s->dll = 0x0c; /* 9600 baud at the 1.8432 MHz clock */
+}
+
+void serial_destroy(struct serial *s)
+{
+	pthread_mutex_destroy(&s->lock);
+}
+
+static uint8_t serial_iir(const struct serial *s)
+{
+	uint8_t fifo = (s->fcr & FCR_ENABLE_FIFO) ? IIR_FIFO_ENABLED : 0;
+
+	if ((s->ier & IER_RDI) && s->rx_count)
+		return fifo | IIR_RDI;
+	if ((s->ier & IER_THRI) && s->thr_interrupt)
+		return fifo | IIR_THRI;
+	return fifo | IIR_NO_INT;
+}
+
+/* Called with the lock held. The line follows "an interrupt is pending", which the
+ * IOAPIC sees as an edge when it rises. */
+static void serial_update_irq(struct serial *s)
+{
+	bool level = !(serial_iir(s) & IIR_NO_INT);
+
+	if (level != s->irq_level) {
+		s->irq_level = level;
+		if (s->ops && s->ops->set_irq)
+			s->ops->set_irq(s->opaque, level);
+	}
+}
+
+static void serial_track_line(struct serial *s, uint8_t byte)
+{
+	if (byte == '\n') {
+		s->line[s->line_len] = '\0';
+		if (s->ops && s->ops->event) {
+			/* The end banner repeats the start text, so test it first. */
+			if (strstr(s->line, panic_end))
+				s->ops->event(s->opaque, SERIAL_EVENT_PANIC_END, s->line);
+			else if (strstr(s->line, panic_start))
+				s->ops->event(s->opaque, SERIAL_EVENT_PANIC_START, s->line);
+		}
+		s->line_len = 0;
+	} else if (byte != '\r' && s->line_len < SERIAL_LINE_MAX - 1) {
+		s->line[s->line_len++] = (char)byte;
+	}
+}
+
+static void serial_transmit(struct serial *s, uint8_t byte)
+{
+	if (s->mcr & MCR_LOOP) {
+		if (s->rx_count < SERIAL_RX_FIFO) {
+			s->rx[(s->rx_head + s->rx_count) % SERIAL_RX_FIFO] = byte;
+			s->rx_count++;
+		}
+	} else {
+		if (s->out_fd >= 0) {
+			/* A console that stops accepting output must not stop the guest. */
+			while (write(s->out_fd, &byte, 1) < 0 && errno == EINTR)
+				;
+		}
+		serial_track_line(s, byte);
+	}
+	s->thr_interrupt = true;
+}
+
+static uint8_t serial_msr(const struct serial *s)
+{
+	if (!(s->mcr & MCR_LOOP))
+		return MSR_DCD | MSR_DSR | MSR_CTS;
+	/* Loopback: the modem outputs drive the inputs; Linux's probe checks this. */
+	return ((s->mcr & MCR_DTR) ? MSR_DSR : 0) | ((s->mcr & MCR_RTS) ? MSR_CTS : 0) |
+	       ((s->mcr & MCR_OUT1) ? MSR_RI : 0) | ((s->mcr & MCR_OUT2) ? MSR_DCD : 0);
+}
+
+static uint8_t serial_read(struct serial *s, uint64_t reg)
+{
+	uint8_t value = 0;
+
+	switch (reg) {
+	case REG_RBR_THR_DLL:
+		if (s->lcr & LCR_DLAB)
+			return s->dll;
+		if (s->rx_count) {
+			value = s->rx[s->rx_head];
+			s->rx_head = (s->rx_head + 1) % SERIAL_RX_FIFO;
+			s->rx_count--;
+		}
+		return value;
+	case REG_IER_DLM:
+		return (s->lcr & LCR_DLAB) ? s->dlm : s->ier;
+	case REG_IIR_FCR:
+		value = serial_iir(s);
+		/* Reading IIR while it reports THRI clears that interrupt (16550A). */
+		if ((value & 0x0f) == IIR_THRI)
+			s->thr_interrupt = false;
+		return value;
+	case REG_LCR:
+		return s->lcr;
+	case REG_MCR:
+		return s->mcr;
+	case REG_LSR:
+		return LSR_THRE | LSR_TEMT | (s->rx_count ? LSR_DR : 0);
+	case REG_MSR:
+		return serial_msr(s);
+	case REG_SCR:
+		return s->scr;
+	}
+	return 0;
+}
+
+static void serial_write(struct serial *s, uint64_t reg, uint8_t value)
+{
+	switch (reg) {
+	case REG_RBR_THR_DLL:
+		if (s->lcr & LCR_DLAB)
+			s->dll = value;
+		else
+			serial_transmit(s, value);
+		break;
+	case REG_IER_DLM:
+		if (s->lcr & LCR_DLAB) {
+			s->dlm = value;
+		} else {
+			/* Enabling THRI with an empty THR raises the interrupt at once. */
+			if (!(s->ier & IER_THRI) && (value & IER_THRI))
+				s->thr_interrupt = true;
+			s->ier = value & 0x0f;
+		}
+		break;
+	case REG_IIR_FCR:
+		s->fcr = value & 0xc9;
+		if (value & FCR_CLEAR_RCVR)
+			s->rx_count = 0;
+		break;
+	case REG_LCR:
+		s->lcr = value;
+		break;
+	case REG_MCR:
+		s->mcr = value & 0x1f;
+		break;
+	case REG_SCR:
+		s->scr = value;
+		break;
+	default: /* LSR and MSR are read-only */
+		break;
+	}
+}
+
+void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write)
+{
+	struct serial *s = opaque;
+
+	/* The UART is byte-wide; a wider access touches only its first byte. */
+	if (offset >= SERIAL_REG_COUNT || len == 0)
+		return;
+	pthread_mutex_lock(&s->lock);
+	if (is_write) {
+		serial_write(s, offset, data[0]);
+	} else {
+		memset(data, 0, len);
+		data[0] = serial_read(s, offset);
+	}
+	serial_update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+}
+
+unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count)
+{
+	unsigned taken = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (taken < count && s->rx_count < SERIAL_RX_FIFO) {
+		s->rx[(s->rx_head + s->rx_count) % SERIAL_RX_FIFO] = bytes[taken++];
+		s->rx_count++;
+	}
+	serial_update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+	return taken;
+}

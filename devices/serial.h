@@ -1,0 +1,55 @@
+/* A 16550A-compatible UART (the PC's COM1 at 0x3f8, IRQ 4): enough of the register
+ * set for Linux's 8250 driver to probe it, print through it and read input.
+ * Output goes to an fd; input is pushed in by the console thread. The device also
+ * watches its output for the kernel's panic banner, so a panicking guest ends the VM
+ * with a distinct exit. */
+#ifndef MOTE_DEVICES_SERIAL_H
+#define MOTE_DEVICES_SERIAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SERIAL_COM1_ADDR 0x3f8
+#define SERIAL_COM1_IRQ 4
+#define SERIAL_REG_COUNT 8
+#define SERIAL_RX_FIFO 1024
+#define SERIAL_LINE_MAX 160
+
+enum serial_event {
+	SERIAL_EVENT_PANIC_START, /* "Kernel panic - not syncing" line complete */
+	SERIAL_EVENT_PANIC_END,	  /* "---[ end Kernel panic" line complete */
+};
+
+struct serial_ops {
+	void (*set_irq)(void *opaque, bool level);
+	void (*event)(void *opaque, enum serial_event event, const char *line);
+};
+
+struct serial {
+	pthread_mutex_t lock;
+	int out_fd; /* -1: output discarded */
+	const struct serial_ops *ops;
+	void *opaque;
+
+	uint8_t ier, lcr, mcr, scr, dll, dlm, fcr;
+	bool thr_interrupt; /* THR-empty interrupt pending until IIR is read or THR written */
+	bool irq_level;
+
+	uint8_t rx[SERIAL_RX_FIFO];
+	unsigned rx_head, rx_count;
+
+	char line[SERIAL_LINE_MAX];
+	unsigned line_len;
+};
+
+void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, void *opaque);
+void serial_destroy(struct serial *s);
+
+/* bus_access_fn for the eight registers. */
+void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write);
+
+/* Queues guest input; returns how many bytes fit (the rest must be retried). */
+unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count);
+
+#endif

@@ -1,0 +1,256 @@
+/* Command line and JSON config: good settings land in the options, bad ones give a
+ * one-line reason and -EINVAL. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "vmm/cli_options.h"
+#include "vmm/size_parse.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+static int parse(struct cli_options *opts, char *error, const char *const *args)
+{
+	char *argv[32];
+	int argc = 0;
+
+	argv[argc++] = "mote";
+	for (; *args; args++)
+		argv[argc++] = (char *)*args;
+	argv[argc] = NULL;
+	cli_options_init(opts);
+	return cli_options_parse(opts, argc, argv, error, CLI_ERROR_MAX);
+}
+
+static void run_flags_fill_every_setting(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {
+	    "run",	 "--kernel",	  "vmlinux",	   "--initrd", "init.cpio.gz",
+	    "--cmdline", "console=ttyS0", "--cpus",	   "4",	       "--mem",
+	    "1G",	 "--console",	  "file:/tmp/out", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_int_equal(o.command, CLI_COMMAND_RUN);
+	assert_string_equal(o.kernel, "vmlinux");
+	assert_string_equal(o.initrd, "init.cpio.gz");
+	assert_string_equal(o.cmdline, "console=ttyS0");
+	assert_int_equal(o.cpus, 4);
+	assert_int_equal(o.mem_bytes, 1024 * MIB);
+	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
+	assert_string_equal(o.console_path, "/tmp/out");
+	cli_options_free(&o);
+}
+
+static void defaults_are_one_cpu_128m_stdio(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX];
+	const char *args[] = {"run", "--kernel", "k", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_int_equal(o.cpus, 1);
+	assert_int_equal(o.mem_bytes, 128 * MIB);
+	assert_int_equal(o.console, MOTE_CONSOLE_FDS);
+	assert_null(o.initrd);
+	cli_options_free(&o);
+}
+
+static void bad_values_are_rejected_with_a_reason(void **state)
+{
+	const char *const cases[][4] = {
+	    {"--cpus", "0"},	  {"--cpus", "33"},
+	    {"--cpus", "two"},	  {"--cpus", "4x"},
+	    {"--mem", "15M"},	  {"--mem", "129M"},
+	    {"--mem", "lots"},	  {"--mem", "-1"},
+	    {"--mem", "2T"},	  {"--mem", "99999999999999999999"},
+	    {"--console", "tty"}, {"--console", "file:"},
+	    {"--bogus", "1"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cli_options o;
+		char error[CLI_ERROR_MAX] = "";
+		const char *args[] = {"run", "--kernel", "k", cases[i][0], cases[i][1], NULL};
+
+		assert_int_equal(parse(&o, error, args), -EINVAL);
+		assert_true(strlen(error) > 0);
+		assert_null(strchr(error, '\n'));
+		cli_options_free(&o);
+	}
+}
+
+static void run_without_kernel_is_an_error(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run", "--cpus", "2", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), -EINVAL);
+	assert_non_null(strstr(error, "--kernel"));
+	cli_options_free(&o);
+}
+
+static void unknown_command_and_stray_argument_are_errors(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *unknown[] = {"launch", NULL};
+	const char *stray[] = {"run", "--kernel", "k", "extra", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, unknown), -EINVAL);
+	cli_options_free(&o);
+	assert_int_equal(parse(&o, error, stray), -EINVAL);
+	assert_non_null(strstr(error, "extra"));
+	cli_options_free(&o);
+}
+
+static void help_and_version_are_commands(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX];
+	const char *help[] = {"--help", NULL};
+	const char *version[] = {"--version", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, help), 0);
+	assert_int_equal(o.command, CLI_COMMAND_HELP);
+	assert_int_equal(parse(&o, error, version), 0);
+	assert_int_equal(o.command, CLI_COMMAND_VERSION);
+}
+
+static void config_json_sets_firecracker_shaped_settings(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *json = "{\"boot-source\": {\"kernel_image_path\": \"/k\", \"initrd_path\": "
+			   "\"/i\", \"boot_args\": \"quiet\"}, \"machine-config\": "
+			   "{\"vcpu_count\": 3, \"mem_size_mib\": 512}, \"console\": \"none\"}";
+
+	(void)state;
+	cli_options_init(&o);
+	assert_int_equal(config_file_apply(&o, json, error, sizeof(error)), 0);
+	assert_string_equal(o.kernel, "/k");
+	assert_string_equal(o.initrd, "/i");
+	assert_string_equal(o.cmdline, "quiet");
+	assert_int_equal(o.cpus, 3);
+	assert_int_equal(o.mem_bytes, 512 * MIB);
+	assert_int_equal(o.console, MOTE_CONSOLE_NONE);
+	cli_options_free(&o);
+}
+
+static void bad_config_json_is_rejected_with_a_reason(void **state)
+{
+	const char *cases[] = {
+	    "",
+	    "{",
+	    "[1, 2]",
+	    "{\"boot-source\": {\"kernel\": \"/k\"}}",
+	    "{\"boot-source\": {\"kernel_image_path\": 7}}",
+	    "{\"boot-source\": {\"kernel_image_path\": \"\"}}",
+	    "{\"machine-config\": {\"vcpu_count\": 0}}",
+	    "{\"machine-config\": {\"vcpu_count\": 2.5}}",
+	    "{\"machine-config\": {\"vcpu_count\": \"2\"}}",
+	    "{\"machine-config\": {\"mem_size_mib\": 101}}",
+	    "{\"machine-config\": {\"mem_size_mib\": 1e300}}",
+	    "{\"console\": \"serial\"}",
+	    "{\"disks\": []}",
+	    "{\"boot-source\": \"vmlinux\"}",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cli_options o;
+		char error[CLI_ERROR_MAX] = "";
+
+		cli_options_init(&o);
+		if (config_file_apply(&o, cases[i], error, sizeof(error)) != -EINVAL)
+			fail_msg("accepted: %s", cases[i]);
+		assert_true(strncmp(error, "config: ", 8) == 0);
+		cli_options_free(&o);
+	}
+}
+
+static void flags_override_the_config_file(void **state)
+{
+	char path[] = "/tmp/mote-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	const char *json = "{\"boot-source\": {\"kernel_image_path\": \"/from-file\"}, "
+			   "\"machine-config\": {\"vcpu_count\": 2}}";
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, json, strlen(json)), (int)strlen(json));
+	close(fd);
+	const char *args[] = {"run", "--cpus", "4", "--config", path, NULL};
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_string_equal(o.kernel, "/from-file");
+	assert_int_equal(o.cpus, 4);
+	cli_options_free(&o);
+	unlink(path);
+}
+
+static void missing_config_file_is_an_error(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run", "--config", "/nonexistent/mote.json", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), -EINVAL);
+	assert_non_null(strstr(error, "/nonexistent/mote.json"));
+	cli_options_free(&o);
+}
+
+static void sizes_accept_units_and_default_to_mib(void **state)
+{
+	uint64_t bytes;
+
+	(void)state;
+	assert_int_equal(size_parse("256", &bytes), 0);
+	assert_int_equal(bytes, 256 * MIB);
+	assert_int_equal(size_parse("2G", &bytes), 0);
+	assert_int_equal(bytes, 2048 * MIB);
+	assert_int_equal(size_parse("512MiB", &bytes), 0);
+	assert_int_equal(bytes, 512 * MIB);
+	assert_int_equal(size_parse("64k", &bytes), 0);
+	assert_int_equal(bytes, 65536);
+	assert_int_equal(size_parse("12Q", &bytes), -EINVAL);
+	assert_int_equal(size_parse("", &bytes), -EINVAL);
+	assert_int_equal(size_parse("G", &bytes), -EINVAL);
+	assert_int_equal(size_parse("99999999999T", &bytes), -ERANGE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(run_flags_fill_every_setting),
+	    cmocka_unit_test(defaults_are_one_cpu_128m_stdio),
+	    cmocka_unit_test(bad_values_are_rejected_with_a_reason),
+	    cmocka_unit_test(run_without_kernel_is_an_error),
+	    cmocka_unit_test(unknown_command_and_stray_argument_are_errors),
+	    cmocka_unit_test(help_and_version_are_commands),
+	    cmocka_unit_test(config_json_sets_firecracker_shaped_settings),
+	    cmocka_unit_test(bad_config_json_is_rejected_with_a_reason),
+	    cmocka_unit_test(flags_override_the_config_file),
+	    cmocka_unit_test(missing_config_file_is_an_error),
+	    cmocka_unit_test(sizes_accept_units_and_default_to_mib),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,256 @@
+/* Legacy devices as the guest sees them through their registers: the 8250 UART, the
+ * i8042 reset line and the debug port. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "devices/debug_port.h"
+#include "devices/i8042.h"
+#include "devices/serial.h"
+
+struct observer {
+	int irq_changes;
+	bool irq_level;
+	int panic_starts, panic_ends;
+	char last_line[SERIAL_LINE_MAX];
+	int resets;
+	int boots, power_offs;
+};
+
+static void observe_irq(void *opaque, bool level)
+{
+	struct observer *o = opaque;
+	o->irq_changes++;
+	o->irq_level = level;
+}
+
+static void observe_event(void *opaque, enum serial_event event, const char *line)
+{
+	struct observer *o = opaque;
+	if (event == SERIAL_EVENT_PANIC_START)
+		o->panic_starts++;
+	else
+		o->panic_ends++;
+	strncpy(o->last_line, line, sizeof(o->last_line) - 1);
+}
+
+static const struct serial_ops observer_ops = {observe_irq, observe_event};
+
+static uint8_t reg_read(struct serial *s, unsigned reg)
+{
+	uint8_t v = 0;
+	serial_access(s, reg, &v, 1, false);
+	return v;
+}
+
+static void reg_write(struct serial *s, unsigned reg, uint8_t v)
+{
+	serial_access(s, reg, &v, 1, true);
+}
+
+static void serial_loopback_mirrors_modem_lines_as_linux_probes(void **state)
+{
+	struct serial s;
+	(void)state;
+	serial_init(&s, -1, NULL, NULL);
+	reg_write(&s, 4, 0x10 | 0x0a); /* MCR: loop, RTS, OUT2 */
+	assert_int_equal(reg_read(&s, 6) & 0xf0, 0x90);
+	reg_write(&s, 4, 0x10 | 0x0f);
+	assert_int_equal(reg_read(&s, 6) & 0xf0, 0xf0);
+	serial_destroy(&s);
+}
+
+static void serial_scratch_and_divisor_latch_hold_values(void **state)
+{
+	struct serial s;
+	(void)state;
+	serial_init(&s, -1, NULL, NULL);
+	reg_write(&s, 7, 0xa5);
+	assert_int_equal(reg_read(&s, 7), 0xa5);
+	reg_write(&s, 3, 0x80); /* DLAB */
+	reg_write(&s, 0, 0x01);
+	reg_write(&s, 1, 0x02);
+	assert_int_equal(reg_read(&s, 0), 0x01);
+	assert_int_equal(reg_read(&s, 1), 0x02);
+	reg_write(&s, 3, 0x03);
+	assert_int_equal(reg_read(&s, 1), 0x00); /* IER again */
+	serial_destroy(&s);
+}
+
+static void serial_transmitted_bytes_reach_the_output_fd(void **state)
+{
+	struct serial s;
+	int fds[2];
+	char buf[16] = {0};
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	serial_init(&s, fds[1], NULL, NULL);
+	for (const char *p = "hi\n"; *p; p++)
+		reg_write(&s, 0, (uint8_t)*p);
+	assert_int_equal(read(fds[0], buf, sizeof(buf)), 3);
+	assert_string_equal(buf, "hi\n");
+	assert_int_equal(reg_read(&s, 5) & 0x60, 0x60); /* THRE | TEMT */
+	close(fds[0]);
+	close(fds[1]);
+	serial_destroy(&s);
+}
+
+static void serial_thr_interrupt_raises_and_clears_on_iir_read(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	(void)state;
+	serial_init(&s, -1, &observer_ops, &o);
+	reg_write(&s, 1, 0x02); /* IER: THRI */
+	assert_true(o.irq_level);
+	assert_int_equal(reg_read(&s, 2) & 0x0f, 0x02);
+	assert_false(o.irq_level);
+	assert_int_equal(reg_read(&s, 2) & 0x0f, 0x01);
+	serial_destroy(&s);
+}
+
+static void serial_input_sets_data_ready_and_interrupts(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	const uint8_t input[] = {'l', 's'};
+	(void)state;
+	serial_init(&s, -1, &observer_ops, &o);
+	reg_write(&s, 1, 0x01); /* IER: RDI */
+	assert_false(o.irq_level);
+	assert_int_equal(serial_receive(&s, input, 2), 2);
+	assert_true(o.irq_level);
+	assert_int_equal(reg_read(&s, 5) & 0x01, 0x01);
+	assert_int_equal(reg_read(&s, 2) & 0x0f, 0x04);
+	assert_int_equal(reg_read(&s, 0), 'l');
+	assert_int_equal(reg_read(&s, 0), 's');
+	assert_int_equal(reg_read(&s, 5) & 0x01, 0x00);
+	assert_false(o.irq_level);
+	serial_destroy(&s);
+}
+
+static void serial_full_fifo_takes_only_what_fits(void **state)
+{
+	struct serial s;
+	static uint8_t input[SERIAL_RX_FIFO + 10];
+	(void)state;
+	serial_init(&s, -1, NULL, NULL);
+	assert_int_equal(serial_receive(&s, input, sizeof(input)), SERIAL_RX_FIFO);
+	assert_int_equal(serial_receive(&s, input, 1), 0);
+	serial_destroy(&s);
+}
+
+static void serial_reports_the_kernel_panic_banner(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	const char *text = "[    1.0] Kernel panic - not syncing: VFS: Unable to mount root\r\n"
+			   "[    1.1] ---[ end Kernel panic - not syncing: VFS ]---\r\n";
+	(void)state;
+	serial_init(&s, -1, &observer_ops, &o);
+	for (const char *p = text; *p; p++)
+		reg_write(&s, 0, (uint8_t)*p);
+	assert_int_equal(o.panic_starts, 1);
+	assert_int_equal(o.panic_ends, 1);
+	serial_destroy(&s);
+}
+
+static void serial_long_lines_are_bounded(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	(void)state;
+	serial_init(&s, -1, &observer_ops, &o);
+	for (int i = 0; i < 10000; i++)
+		reg_write(&s, 0, 'x');
+	reg_write(&s, 0, '\n');
+	assert_int_equal(o.panic_starts, 0);
+	serial_destroy(&s);
+}
+
+static void count_reset(void *opaque)
+{
+	((struct observer *)opaque)->resets++;
+}
+
+static void i8042_pulse_reset_command_resets(void **state)
+{
+	struct i8042 dev;
+	struct observer o = {0};
+	uint8_t v;
+	(void)state;
+	i8042_init(&dev, count_reset, &o);
+	i8042_command_access(&dev, 0, &v, 1, false);
+	assert_int_equal(v & 0x02, 0); /* input buffer empty: reboot=k proceeds */
+	v = 0xfe;
+	i8042_command_access(&dev, 0, &v, 1, true);
+	assert_int_equal(o.resets, 1);
+}
+
+static void i8042_control_byte_round_trips(void **state)
+{
+	struct i8042 dev;
+	uint8_t v;
+	(void)state;
+	i8042_init(&dev, NULL, NULL);
+	v = 0x60;
+	i8042_command_access(&dev, 0, &v, 1, true);
+	v = 0x45;
+	i8042_data_access(&dev, 0, &v, 1, true);
+	v = 0x20;
+	i8042_command_access(&dev, 0, &v, 1, true);
+	i8042_command_access(&dev, 0, &v, 1, false);
+	assert_int_equal(v & 0x01, 0x01);
+	i8042_data_access(&dev, 0, &v, 1, false);
+	assert_int_equal(v, 0x45);
+}
+
+static void count_debug(void *opaque, enum debug_port_event event)
+{
+	struct observer *o = opaque;
+	if (event == DEBUG_PORT_EVENT_BOOT_COMPLETE)
+		o->boots++;
+	else
+		o->power_offs++;
+}
+
+static void debug_port_recognises_boot_and_power_off_only(void **state)
+{
+	struct debug_port port;
+	struct observer o = {0};
+	uint8_t v;
+	(void)state;
+	debug_port_init(&port, count_debug, &o);
+	v = DEBUG_PORT_BOOT_COMPLETE;
+	debug_port_access(&port, 0, &v, 1, true);
+	v = 0x00;
+	debug_port_access(&port, 0, &v, 1, true);
+	v = DEBUG_PORT_POWER_OFF;
+	debug_port_access(&port, 0, &v, 1, true);
+	assert_int_equal(o.boots, 1);
+	assert_int_equal(o.power_offs, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(serial_loopback_mirrors_modem_lines_as_linux_probes),
+	    cmocka_unit_test(serial_scratch_and_divisor_latch_hold_values),
+	    cmocka_unit_test(serial_transmitted_bytes_reach_the_output_fd),
+	    cmocka_unit_test(serial_thr_interrupt_raises_and_clears_on_iir_read),
+	    cmocka_unit_test(serial_input_sets_data_ready_and_interrupts),
+	    cmocka_unit_test(serial_full_fifo_takes_only_what_fits),
+	    cmocka_unit_test(serial_reports_the_kernel_panic_banner),
+	    cmocka_unit_test(serial_long_lines_are_bounded),
+	    cmocka_unit_test(i8042_pulse_reset_command_resets),
+	    cmocka_unit_test(i8042_control_byte_round_trips),
+	    cmocka_unit_test(debug_port_recognises_boot_and_power_off_only),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,203 @@
+#include "cli_options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "size_parse.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+static int cli_error(char *error, size_t error_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int cli_error(char *error, size_t error_len, const char *fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	vsnprintf(error, error_len, fmt, args);
+	va_end(args);
+	return -EINVAL;
+}
+
+void cli_options_init(struct cli_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	opts->cpus = 1;
+	opts->mem_bytes = 128 * MIB;
+	opts->console = MOTE_CONSOLE_FDS;
+}
+
+void cli_options_free(struct cli_options *opts)
+{
+	free(opts->kernel);
+	free(opts->initrd);
+	free(opts->cmdline);
+	free(opts->console_path);
+	cli_options_init(opts);
+}
+
+static int replace_string(char **field, const char *value)
+{
+	char *copy = strdup(value);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+int cli_console_parse(struct cli_options *opts, const char *text)
+{
+	if (strcmp(text, "stdio") == 0) {
+		opts->console = MOTE_CONSOLE_FDS;
+	} else if (strcmp(text, "none") == 0) {
+		opts->console = MOTE_CONSOLE_NONE;
+	} else if (strncmp(text, "file:", 5) == 0 && text[5]) {
+		if (replace_string(&opts->console_path, text + 5))
+			return -ENOMEM;
+		opts->console = MOTE_CONSOLE_FILE;
+	} else {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len)
+{
+	if (bytes < 16 * MIB || bytes > (1ULL << 40) || bytes % (2 * MIB))
+		return cli_error(
+		    error, error_len,
+		    "memory size %llu bytes: must be a multiple of 2 MiB from 16M to 1T",
+		    (unsigned long long)bytes);
+	opts->mem_bytes = bytes;
+	return 0;
+}
+
+enum {
+	OPT_KERNEL = 1000,
+	OPT_INITRD,
+	OPT_CMDLINE,
+	OPT_CPUS,
+	OPT_MEM,
+	OPT_CONSOLE,
+	OPT_CONFIG,
+	OPT_QUIET,
+	OPT_HELP,
+};
+
+static const struct option run_options[] = {
+    {"kernel", required_argument, NULL, OPT_KERNEL},
+    {"initrd", required_argument, NULL, OPT_INITRD},
+    {"cmdline", required_argument, NULL, OPT_CMDLINE},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"console", required_argument, NULL, OPT_CONSOLE},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int apply_run_option(struct cli_options *opts, int option, const char *arg, char *error,
+			    size_t error_len)
+{
+	uint64_t bytes;
+	int ret;
+
+	switch (option) {
+	case OPT_KERNEL:
+		return replace_string(&opts->kernel, arg);
+	case OPT_INITRD:
+		return replace_string(&opts->initrd, arg);
+	case OPT_CMDLINE:
+		return replace_string(&opts->cmdline, arg);
+	case OPT_CPUS:
+		if (uint_parse(arg, 1, MOTE_MAX_CPUS, &opts->cpus))
+			return cli_error(error, error_len,
+					 "--cpus %s: must be a number from 1 to %d", arg,
+					 MOTE_MAX_CPUS);
+		return 0;
+	case OPT_MEM:
+		ret = size_parse(arg, &bytes);
+		if (ret)
+			return cli_error(error, error_len,
+					 "--mem %s: not a size (examples: 128M, 2G, 512)", arg);
+		return cli_memory_set(opts, bytes, error, error_len);
+	case OPT_CONSOLE:
+		if (cli_console_parse(opts, arg))
+			return cli_error(error, error_len,
+					 "--console %s: must be stdio, none or file:PATH", arg);
+		return 0;
+	case OPT_QUIET:
+		opts->quiet = true;
+		return 0;
+	case OPT_HELP:
+		opts->command = CLI_COMMAND_HELP;
+		return 0;
+	}
+	return 0;
+}
+
+static int parse_run(struct cli_options *opts, int argc, char **argv, char *error, size_t error_len)
+{
+	int option, ret;
+
+	/* Pass 1: only --config, so that flags (pass 2) override what the file says.
+	 * opterr stays off: pass 2 reports unknown options. */
+	opterr = 0;
+	optind = 1;
+	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
+		if (option == OPT_CONFIG) {
+			ret = config_file_load(opts, optarg, error, error_len);
+			if (ret)
+				return ret;
+		}
+	}
+	optind = 1;
+	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
+		if (option == '?' || option == ':') {
+			const char *bad = argv[optind - 1];
+			return cli_error(error, error_len, "run: unknown or incomplete option %s",
+					 bad ? bad : "");
+		}
+		ret = apply_run_option(opts, option, optarg, error, error_len);
+		if (ret == -ENOMEM)
+			return cli_error(error, error_len, "out of memory");
+		if (ret)
+			return ret;
+	}
+	if (optind < argc)
+		return cli_error(error, error_len, "run: unexpected argument %s", argv[optind]);
+	if (opts->command == CLI_COMMAND_HELP)
+		return 0;
+	if (!opts->kernel)
+		return cli_error(error, error_len, "run: --kernel PATH is required");
+	return 0;
+}
+
+int cli_options_parse(struct cli_options *opts, int argc, char **argv, char *error,
+		      size_t error_len)
+{
+	if (argc < 2)
+		return cli_error(error, error_len, "no command given (try mote --help)");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		opts->command = CLI_COMMAND_HELP;
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+		opts->command = CLI_COMMAND_VERSION;
+		return 0;
+	}
+	if (strcmp(argv[1], "run") == 0) {
+		opts->command = CLI_COMMAND_RUN;
+		return parse_run(opts, argc - 1, argv + 1, error, error_len);
+	}
+	return cli_error(error, error_len, "unknown command %s (try mote --help)", argv[1]);
+}

@@ -1,0 +1,54 @@
+/* `mote run` settings from the command line and from a JSON config file, validated
+ * before anything is created. The same struct feeds struct mote_config. */
+#ifndef MOTE_CLI_OPTIONS_H
+#define MOTE_CLI_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mote.h"
+
+enum cli_command {
+	CLI_COMMAND_NONE,
+	CLI_COMMAND_HELP,
+	CLI_COMMAND_VERSION,
+	CLI_COMMAND_RUN,
+};
+
+struct cli_options {
+	enum cli_command command;
+	char *kernel;
+	char *initrd;
+	char *cmdline;
+	unsigned cpus;
+	uint64_t mem_bytes;
+	enum mote_console console; /* MOTE_CONSOLE_FDS means stdio */
+	char *console_path;
+	bool quiet;
+};
+
+#define CLI_ERROR_MAX 256
+
+void cli_options_init(struct cli_options *opts);
+void cli_options_free(struct cli_options *opts);
+
+/* Parses argv (argv[0] is the program). Returns 0, or -EINVAL with a one-line reason
+ * in error. A --config file is applied first, so flags given alongside override it. */
+int cli_options_parse(struct cli_options *opts, int argc, char **argv, char *error,
+		      size_t error_len);
+
+/* Applies a JSON config (text, NUL-terminated) on top of opts. -EINVAL with a reason
+ * for malformed JSON, unknown keys and wrong types or values. */
+int config_file_apply(struct cli_options *opts, const char *text, char *error, size_t error_len);
+
+/* Reads path and applies it; -EINVAL with a reason (including unreadable files). */
+int config_file_load(struct cli_options *opts, const char *path, char *error, size_t error_len);
+
+/* Parses "stdio", "none" or "file:PATH" into opts; -EINVAL otherwise. */
+int cli_console_parse(struct cli_options *opts, const char *text);
+
+/* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
+int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);
+
+#endif

@@ -1,0 +1,181 @@
+/* The JSON config file of `mote run --config FILE`. Its shape follows Firecracker's
+ * --config-file where the two overlap ("boot-source", "machine-config"), so a
+ * Firecracker user recognises it:
+ *   {"boot-source": {"kernel_image_path": "vmlinux", "initrd_path": "initrd.cpio.gz",
+ *                    "boot_args": "console=ttyS0"},
+ *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
+ *    "console": "stdio"}
+ * Unknown keys are errors, not ignored: a typo must not silently boot something else. */
+#include "cli_options.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CONFIG_FILE_MAX (1 << 20)
+
+static int config_error(char *error, size_t error_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int config_error(char *error, size_t error_len, const char *fmt, ...)
+{
+	va_list args;
+	int n = snprintf(error, error_len, "config: ");
+
+	va_start(args, fmt);
+	if (n >= 0 && (size_t)n < error_len)
+		vsnprintf(error + n, error_len - (size_t)n, fmt, args);
+	va_end(args);
+	return -EINVAL;
+}
+
+static int take_string(const cJSON *item, const char *where, char **field, char *error,
+		       size_t error_len)
+{
+	if (!cJSON_IsString(item) || !item->valuestring[0])
+		return config_error(error, error_len, "%s.%s must be a non-empty string", where,
+				    item->string);
+	char *copy = strdup(item->valuestring);
+	if (!copy)
+		return config_error(error, error_len, "out of memory");
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+static int take_uint(const cJSON *item, const char *where, double min, double max, double *value,
+		     char *error, size_t error_len)
+{
+	/* Range first: converting an out-of-range double to an integer is undefined. */
+	if (!cJSON_IsNumber(item) || !(item->valuedouble >= min && item->valuedouble <= max) ||
+	    item->valuedouble != (double)(long long)item->valuedouble)
+		return config_error(error, error_len, "%s.%s must be an integer from %.0f to %.0f",
+				    where, item->string, min, max);
+	*value = item->valuedouble;
+	return 0;
+}
+
+static int apply_boot_source(struct cli_options *opts, const cJSON *section, char *error,
+			     size_t error_len)
+{
+	const cJSON *item;
+	int ret = 0;
+
+	cJSON_ArrayForEach(item, section)
+	{
+		if (strcmp(item->string, "kernel_image_path") == 0)
+			ret = take_string(item, "boot-source", &opts->kernel, error, error_len);
+		else if (strcmp(item->string, "initrd_path") == 0)
+			ret = take_string(item, "boot-source", &opts->initrd, error, error_len);
+		else if (strcmp(item->string, "boot_args") == 0)
+			ret = take_string(item, "boot-source", &opts->cmdline, error, error_len);
+		else
+			ret = config_error(error, error_len, "unknown key boot-source.%s",
+					   item->string);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int apply_machine_config(struct cli_options *opts, const cJSON *section, char *error,
+				size_t error_len)
+{
+	const cJSON *item;
+	double value = 0;
+	int ret = 0;
+
+	cJSON_ArrayForEach(item, section)
+	{
+		if (strcmp(item->string, "vcpu_count") == 0) {
+			ret = take_uint(item, "machine-config", 1, MOTE_MAX_CPUS, &value, error,
+					error_len);
+			if (!ret)
+				opts->cpus = (unsigned)value;
+		} else if (strcmp(item->string, "mem_size_mib") == 0) {
+			ret = take_uint(item, "machine-config", 16, 1024 * 1024, &value, error,
+					error_len);
+			if (!ret && cli_memory_set(opts, (uint64_t)value << 20, error, error_len))
+				ret = config_error(
+				    error, error_len,
+				    "machine-config.mem_size_mib must be even (2 MiB pages)");
+		} else {
+			ret = config_error(error, error_len, "unknown key machine-config.%s",
+					   item->string);
+		}
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int config_file_apply(struct cli_options *opts, const char *text, char *error, size_t error_len)
+{
+	const char *end = NULL;
+	/* The parse end, not cJSON_GetErrorPtr(): that one is process-global state. */
+	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+	const cJSON *item;
+	int ret = 0;
+
+	if (!root)
+		return config_error(error, error_len, "not valid JSON at byte %td",
+				    end ? end - text : (ptrdiff_t)0);
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return config_error(error, error_len, "the top level must be an object");
+	}
+	cJSON_ArrayForEach(item, root)
+	{
+		if (strcmp(item->string, "boot-source") == 0 && cJSON_IsObject(item)) {
+			ret = apply_boot_source(opts, item, error, error_len);
+		} else if (strcmp(item->string, "machine-config") == 0 && cJSON_IsObject(item)) {
+			ret = apply_machine_config(opts, item, error, error_len);
+		} else if (strcmp(item->string, "console") == 0) {
+			if (!cJSON_IsString(item) || cli_console_parse(opts, item->valuestring))
+				ret = config_error(
+				    error, error_len,
+				    "console must be \"stdio\", \"none\" or \"file:PATH\"");
+		} else {
+			ret = config_error(error, error_len, "unknown or malformed key %s",
+					   item->string);
+		}
+		if (ret)
+			break;
+	}
+	cJSON_Delete(root);
+	return ret;
+}
+
+int config_file_load(struct cli_options *opts, const char *path, char *error, size_t error_len)
+{
+	FILE *file = fopen(path, "re");
+	char *text;
+	size_t len;
+	int ret;
+
+	if (!file)
+		return config_error(error, error_len, "%s: %s", path, strerror(errno));
+	text = malloc(CONFIG_FILE_MAX + 1);
+	if (!text) {
+		fclose(file);
+		return config_error(error, error_len, "out of memory");
+	}
+	len = fread(text, 1, CONFIG_FILE_MAX + 1, file);
+	if (ferror(file)) {
+		ret = config_error(error, error_len, "%s: read error", path);
+	} else if (len > CONFIG_FILE_MAX) {
+		ret = config_error(error, error_len, "%s: larger than 1 MiB", path);
+	} else if (memchr(text, '\0', len)) {
+		ret = config_error(error, error_len, "%s: contains a NUL byte", path);
+	} else {
+		text[len] = '\0';
+		ret = config_file_apply(opts, text, error, error_len);
+	}
+	free(text);
+	fclose(file);
+	return ret;
+}

@@ -1,0 +1,133 @@
+#include "guest_memory.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "../boot/layout.h"
+
+#define MIB (1024ULL * 1024ULL)
+#define GUEST_MEMORY_MIN (16 * MIB)
+#define GUEST_MEMORY_MAX (1024ULL * 1024ULL * MIB)
+
+static void guest_memory_add_region(struct guest_memory *mem, uint64_t guest_addr, uint64_t size,
+				    uint64_t file_offset)
+{
+	struct guest_memory_region *r = &mem->regions[mem->region_count++];
+
+	r->guest_addr = guest_addr;
+	r->size = size;
+	r->file_offset = file_offset;
+	r->host = mem->base + file_offset;
+}
+
+int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log)
+{
+	uint64_t low;
+
+	memset(mem, 0, sizeof(*mem));
+	mem->memfd = -1;
+	if (size < GUEST_MEMORY_MIN || size > GUEST_MEMORY_MAX || size % (2 * MIB)) {
+		log_error(log,
+			  "guest memory size %llu bytes: must be a multiple of 2 MiB from 16 MiB "
+			  "to 1 TiB",
+			  (unsigned long long)size);
+		return -EINVAL;
+	}
+
+	mem->memfd = memfd_create("mote-guest-ram", MFD_CLOEXEC);
+	if (mem->memfd < 0) {
+		int err = -errno;
+		log_error(log, "memfd_create for guest memory: %s", strerror(errno));
+		return err;
+	}
+	if (ftruncate(mem->memfd, (off_t)size) < 0) {
+		int err = -errno;
+		log_error(log, "sizing guest memory to %llu bytes: %s", (unsigned long long)size,
+			  strerror(errno));
+		guest_memory_destroy(mem);
+		return err;
+	}
+	/* MAP_NORESERVE: pages are only committed when the guest touches them. */
+	mem->base =
+	    mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mem->memfd, 0);
+	if (mem->base == MAP_FAILED) {
+		int err = -errno;
+		mem->base = NULL;
+		log_error(log, "mapping %llu bytes of guest memory: %s", (unsigned long long)size,
+			  strerror(errno));
+		guest_memory_destroy(mem);
+		return err;
+	}
+	madvise(mem->base, size, MADV_DONTDUMP);
+	mem->size = size;
+
+	low = size < LAYOUT_MMIO_GAP_START ? size : LAYOUT_MMIO_GAP_START;
+	guest_memory_add_region(mem, 0, low, 0);
+	if (size > low)
+		guest_memory_add_region(mem, LAYOUT_MMIO_GAP_END, size - low, low);
+	return 0;
+}
+
+void guest_memory_destroy(struct guest_memory *mem)
+{
+	if (mem->base)
+		munmap(mem->base, mem->size);
+	if (mem->memfd >= 0)
+		close(mem->memfd);
+	memset(mem, 0, sizeof(*mem));
+	mem->memfd = -1;
+}
+
+void *guest_memory_ptr(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)
+{
+	for (unsigned i = 0; i < mem->region_count; i++) {
+		const struct guest_memory_region *r = &mem->regions[i];
+
+		/* Written so that no sum can wrap: offset and len are each checked against size. */
+		if (guest_addr < r->guest_addr)
+			continue;
+		uint64_t offset = guest_addr - r->guest_addr;
+		if (offset >= r->size || len > r->size - offset)
+			continue;
+		return r->host + offset;
+	}
+	return NULL;
+}
+
+int guest_memory_write(const struct guest_memory *mem, uint64_t guest_addr, const void *src,
+		       uint64_t len)
+{
+	void *dst = guest_memory_ptr(mem, guest_addr, len);
+
+	if (!dst)
+		return -EFAULT;
+	memcpy(dst, src, len);
+	return 0;
+}
+
+uint64_t guest_memory_resident_bytes(const struct guest_memory *mem)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint64_t chunk_pages = 4096;
+	unsigned char vec[4096];
+	uint64_t resident = 0;
+
+	/* mincore() in chunks: one byte per page, bounded stack. */
+	for (uint64_t offset = 0; offset < mem->size; offset += chunk_pages * page) {
+		uint64_t len = mem->size - offset;
+		if (len > chunk_pages * page)
+			len = chunk_pages * page;
+		if (mincore(mem->base + offset, len, vec) < 0)
+			return 0;
+		for (uint64_t i = 0; i < (len + page - 1) / page; i++)
+			resident += vec[i] & 1;
+	}
+	return resident * page;
+}
+
+uint64_t guest_memory_low_end(const struct guest_memory *mem)
+{
+	return mem->region_count ? mem->regions[0].size : 0;
+}

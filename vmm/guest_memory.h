@@ -1,0 +1,49 @@
+/* Guest physical memory: one memfd mapped MAP_SHARED, split into the regions of the
+ * x86 layout (below the 3 GiB MMIO gap, and above 4 GiB for the rest). Every access
+ * to a guest address goes through guest_memory_ptr(), which checks the whole range. */
+#ifndef MOTE_GUEST_MEMORY_H
+#define MOTE_GUEST_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define GUEST_MEMORY_MAX_REGIONS 2
+
+struct guest_memory_region {
+	uint64_t guest_addr;
+	uint64_t size;
+	uint8_t *host; /* within guest_memory.base */
+	uint64_t file_offset;
+};
+
+struct guest_memory {
+	int memfd;
+	uint8_t *base; /* whole mapping, size bytes */
+	uint64_t size; /* total RAM in bytes */
+	unsigned region_count;
+	struct guest_memory_region regions[GUEST_MEMORY_MAX_REGIONS];
+};
+
+/* Creates size bytes of guest RAM (a multiple of 2 MiB, at least 16 MiB), laid out
+ * around the MMIO gap [MMIO_GAP_START, 4 GiB). Returns 0 or a negative errno. */
+int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log);
+
+void guest_memory_destroy(struct guest_memory *mem);
+
+/* Host pointer for [guest_addr, guest_addr + len) when that whole range lies in one
+ * RAM region; NULL on overflow, on a range outside RAM or one that spans a hole. */
+void *guest_memory_ptr(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len);
+
+/* Copies len bytes into guest memory; -EFAULT when the range is not RAM. */
+int guest_memory_write(const struct guest_memory *mem, uint64_t guest_addr, const void *src,
+		       uint64_t len);
+
+/* Bytes of guest RAM that are resident (touched by the guest or the monitor). */
+uint64_t guest_memory_resident_bytes(const struct guest_memory *mem);
+
+/* End of the RAM region that starts at guest address 0 (the "low memory" top). */
+uint64_t guest_memory_low_end(const struct guest_memory *mem);
+
+#endif

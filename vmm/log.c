@@ -1,0 +1,17 @@
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+void log_msg(const struct mote_log *log, enum mote_log_level level, const char *fmt, ...)
+{
+	char message[512];
+	va_list args;
+
+	if (!log || !log->fn)
+		return;
+	va_start(args, fmt);
+	vsnprintf(message, sizeof(message), fmt, args);
+	va_end(args);
+	log->fn(log->opaque, level, message);
+}

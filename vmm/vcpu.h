@@ -1,0 +1,35 @@
+/* One vCPU: its KVM fd, the shared kvm_run page and the thread that runs it. */
+#ifndef MOTE_VCPU_H
+#define MOTE_VCPU_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mote_vm;
+
+struct vcpu {
+	struct mote_vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool thread_started;
+};
+
+/* KVM_CREATE_VCPU, maps kvm_run, sets CPUID (per-vCPU APIC id), boot MSRs, LAPIC
+ * LINT0/LINT1, and for vCPU 0 the long-mode registers at entry. APs wait for the
+ * guest's INIT/SIPI in the in-kernel LAPIC. */
+int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,
+		const struct kvm_cpuid2 *supported_cpuid, uint64_t entry);
+
+int vcpu_start(struct vcpu *vcpu);
+
+/* Makes a running KVM_RUN return soon (immediate_exit + signal); any thread. */
+void vcpu_kick(struct vcpu *vcpu);
+
+void vcpu_join(struct vcpu *vcpu);
+void vcpu_destroy(struct vcpu *vcpu);
+
+#endif

@@ -1,0 +1,506 @@
+/* Creating, running and ending one microVM. mote_vm_create() reads top to bottom in
+ * the order the VM is built: files, KVM, memory, interrupt controllers, devices,
+ * kernel and boot tables, vCPUs. */
+#include "vm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../boot/boot_params.h"
+#include "../boot/cmdline.h"
+#include "../boot/cpu_setup.h"
+#include "../boot/layout.h"
+#include "../boot/mptable.h"
+#include "file_image.h"
+
+#define MIB (1024ULL * 1024ULL)
+
+int64_t vm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+void mote_config_init(struct mote_config *config)
+{
+	memset(config, 0, sizeof(*config));
+	config->cpus = 1;
+	config->mem_bytes = 128 * MIB;
+	config->console = MOTE_CONSOLE_FDS;
+	config->console_in_fd = STDIN_FILENO;
+	config->console_out_fd = STDOUT_FILENO;
+}
+
+const char *mote_version(void)
+{
+	return MOTE_VERSION;
+}
+
+void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const char *fmt, ...)
+{
+	va_list args;
+
+	pthread_mutex_lock(&vm->lock);
+	if (vm->ended) {
+		pthread_mutex_unlock(&vm->lock);
+		return;
+	}
+	vm->ended = true;
+	/* A panicking kernel then reboots: report the panic, not the reboot. */
+	if (vm->panic_seen && reason == MOTE_EXIT_REBOOT)
+		reason = MOTE_EXIT_PANIC;
+	vm->exit.reason = reason;
+	vm->exit.error = error;
+	if (reason == MOTE_EXIT_PANIC && vm->panic_line[0]) {
+		snprintf(vm->exit.message, sizeof(vm->exit.message), "guest %.150s",
+			 vm->panic_line);
+	} else {
+		va_start(args, fmt);
+		vsnprintf(vm->exit.message, sizeof(vm->exit.message), fmt, args);
+		va_end(args);
+	}
+	vm->exit.run_ns = vm_now_ns() - vm->run_start_ns;
+	pthread_cond_broadcast(&vm->ended_cond);
+	pthread_mutex_unlock(&vm->lock);
+
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	if (vm->console_stop_fd >= 0) {
+		uint64_t one = 1;
+		if (write(vm->console_stop_fd, &one, sizeof(one)) < 0) {
+			/* The counter cannot overflow from one write; nothing to do. */
+		}
+	}
+}
+
+bool vm_has_ended(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	bool ended = vm->ended;
+	pthread_mutex_unlock(&vm->lock);
+	return ended;
+}
+
+/* Device callbacks. */
+
+static void vm_serial_set_irq(void *opaque, bool level)
+{
+	struct mote_vm *vm = opaque;
+	struct kvm_irq_level irq = {.irq = SERIAL_COM1_IRQ, .level = level};
+
+	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+}
+
+static void vm_serial_event(void *opaque, enum serial_event event, const char *line)
+{
+	struct mote_vm *vm = opaque;
+
+	pthread_mutex_lock(&vm->lock);
+	if (event == SERIAL_EVENT_PANIC_START && !vm->panic_seen) {
+		vm->panic_seen = true;
+		snprintf(vm->panic_line, sizeof(vm->panic_line), "%s",
+			 strstr(line, "Kernel panic"));
+	}
+	bool end = event == SERIAL_EVENT_PANIC_END && vm->panic_seen;
+	pthread_mutex_unlock(&vm->lock);
+	/* The banner's last line is printed; no need to wait out the guest's panic timeout. */
+	if (end)
+		vm_end(vm, MOTE_EXIT_PANIC, 0, "guest kernel panic");
+}
+
+static const struct serial_ops vm_serial_ops = {
+    .set_irq = vm_serial_set_irq,
+    .event = vm_serial_event,
+};
+
+static void vm_i8042_reset(void *opaque)
+{
+	vm_end(opaque, MOTE_EXIT_REBOOT, 0, "guest reset through the i8042 controller");
+}
+
+static void vm_debug_port_event(void *opaque, enum debug_port_event event)
+{
+	struct mote_vm *vm = opaque;
+
+	if (event == DEBUG_PORT_EVENT_BOOT_COMPLETE) {
+		int64_t elapsed = vm_now_ns() - vm->start_ns;
+		pthread_mutex_lock(&vm->lock);
+		bool first = vm->boot_complete_ns < 0;
+		if (first)
+			vm->boot_complete_ns = elapsed;
+		pthread_mutex_unlock(&vm->lock);
+		if (first)
+			log_info(&vm->log, "guest boot complete in %lld.%03lld ms",
+				 (long long)(elapsed / 1000000),
+				 (long long)(elapsed / 1000 % 1000));
+	} else {
+		vm_end(vm, MOTE_EXIT_POWER_OFF, 0, "guest powered off");
+	}
+}
+
+/* The console thread: forwards input bytes to the UART until the VM ends. */
+static void *vm_console_thread(void *arg)
+{
+	struct mote_vm *vm = arg;
+	uint8_t buf[256];
+	unsigned pending = 0, offset = 0;
+
+	for (;;) {
+		struct pollfd fds[2] = {
+		    {.fd = vm->console_stop_fd, .events = POLLIN},
+		    {.fd = pending ? -1 : vm->console_in_fd, .events = POLLIN},
+		};
+		/* While the guest has not drained its FIFO, retry every few milliseconds. */
+		if (poll(fds, 2, pending ? 5 : -1) < 0 && errno != EINTR)
+			break;
+		if (fds[0].revents)
+			break;
+		if (!pending && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = read(vm->console_in_fd, buf, sizeof(buf));
+			if (n <= 0) {
+				if (n < 0 && (errno == EINTR || errno == EAGAIN))
+					continue;
+				break; /* end of input: the guest keeps running without it */
+			}
+			pending = (unsigned)n;
+			offset = 0;
+		}
+		if (pending) {
+			unsigned taken = serial_receive(&vm->serial, buf + offset, pending);
+			offset += taken;
+			pending -= taken;
+		}
+	}
+	return NULL;
+}
+
+static int vm_read_file(const char *what, const char *path, struct file_image *image,
+			const struct mote_log *log)
+{
+	int ret = file_image_read(path, image);
+
+	if (ret == -EFBIG)
+		log_error(log, "%s %s: too large", what, path);
+	else if (ret == -ENOEXEC)
+		log_error(log, "%s %s: file is empty", what, path);
+	else if (ret < 0)
+		log_error(log, "%s %s: %s", what, path, strerror(-ret));
+	return ret;
+}
+
+static int vm_check_config(const struct mote_config *config, const struct mote_log *log)
+{
+	if (!config->kernel_path || !config->kernel_path[0]) {
+		log_error(log, "no kernel given");
+		return -EINVAL;
+	}
+	if (config->cpus < 1 || config->cpus > MOTE_MAX_CPUS) {
+		log_error(log, "%u vCPUs: must be 1 to %d", config->cpus, MOTE_MAX_CPUS);
+		return -EINVAL;
+	}
+	if (config->console == MOTE_CONSOLE_FILE && !config->console_path) {
+		log_error(log, "console file not named");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int vm_setup_console(struct mote_vm *vm, const struct mote_config *config)
+{
+	switch (config->console) {
+	case MOTE_CONSOLE_NONE:
+		break;
+	case MOTE_CONSOLE_FDS:
+		vm->console_in_fd = config->console_in_fd;
+		vm->console_out_fd = config->console_out_fd;
+		break;
+	case MOTE_CONSOLE_FILE:
+		vm->console_out_fd =
+		    open(config->console_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (vm->console_out_fd < 0) {
+			int err = -errno;
+			log_error(&vm->log, "console file %s: %s", config->console_path,
+				  strerror(errno));
+			return err;
+		}
+		vm->console_out_owned = true;
+		break;
+	}
+	vm->console_stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm->console_stop_fd < 0) {
+		int err = -errno;
+		log_error(&vm->log, "eventfd: %s", strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
+/* The VM fd, its memory slots and the in-kernel interrupt controllers and timer. */
+static int vm_create_kvm_vm(struct mote_vm *vm)
+{
+	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
+
+	vm->vm_fd = ioctl(vm->kvm.fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0) {
+		vm->vm_fd = -1;
+		log_error(&vm->log, "KVM_CREATE_VM: %s", strerror(errno));
+		return -errno;
+	}
+	/* Intel needs these two regions reserved before the first vCPU (api.rst). */
+	if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)LAYOUT_KVM_TSS_ADDR) < 0) {
+		log_error(&vm->log, "KVM_SET_TSS_ADDR: %s", strerror(errno));
+		return -errno;
+	}
+	uint64_t identity = LAYOUT_KVM_IDENTITY_MAP_ADDR;
+	if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &identity) < 0) {
+		log_error(&vm->log, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+		return -errno;
+	}
+	for (unsigned i = 0; i < vm->mem.region_count; i++) {
+		const struct guest_memory_region *r = &vm->mem.regions[i];
+		struct kvm_userspace_memory_region slot = {
+		    .slot = i,
+		    .guest_phys_addr = r->guest_addr,
+		    .memory_size = r->size,
+		    .userspace_addr = (uint64_t)(uintptr_t)r->host,
+		};
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slot) < 0) {
+			log_error(&vm->log, "KVM_SET_USER_MEMORY_REGION slot %u: %s", i,
+				  strerror(errno));
+			return -errno;
+		}
+	}
+	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+		log_error(&vm->log, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+		return -errno;
+	}
+	if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
+		log_error(&vm->log, "KVM_CREATE_PIT2: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+static int vm_register_devices(struct mote_vm *vm)
+{
+	int ret;
+
+	serial_init(&vm->serial, vm->console_out_fd, &vm_serial_ops, vm);
+	i8042_init(&vm->i8042, vm_i8042_reset, vm);
+	debug_port_init(&vm->debug_port, vm_debug_port_event, vm);
+
+	ret = bus_register(&vm->pio, SERIAL_COM1_ADDR, SERIAL_REG_COUNT, serial_access, &vm->serial,
+			   "serial", &vm->log);
+	if (!ret)
+		ret = bus_register(&vm->pio, I8042_DATA_PORT, 1, i8042_data_access, &vm->i8042,
+				   "i8042 data", &vm->log);
+	if (!ret)
+		ret = bus_register(&vm->pio, I8042_COMMAND_PORT, 1, i8042_command_access,
+				   &vm->i8042, "i8042 command", &vm->log);
+	if (!ret)
+		ret = bus_register(&vm->pio, DEBUG_PORT_ADDR, DEBUG_PORT_LEN, debug_port_access,
+				   &vm->debug_port, "debug port", &vm->log);
+	return ret;
+}
+
+/* Kernel, initrd, command line, zero page, MP table and the boot page tables. */
+static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
+			 const struct file_image *kernel_file, const struct file_image *initrd_file)
+{
+	struct kernel_image_info kernel;
+	struct boot_setup setup = {0};
+	struct cmdline *cmdline;
+	int ret;
+
+	ret = kernel_load(&vm->mem, kernel_file->data, kernel_file->size, &kernel, &vm->log);
+	if (ret)
+		return ret;
+	vm->entry = kernel.entry;
+
+	if (initrd_file->size) {
+		ret = boot_initrd_place(&vm->mem, &kernel, initrd_file->size, &setup.initrd_addr,
+					&vm->log);
+		if (ret)
+			return ret;
+		ret = guest_memory_write(&vm->mem, setup.initrd_addr, initrd_file->data,
+					 initrd_file->size);
+		if (ret)
+			return ret;
+		setup.initrd_size = initrd_file->size;
+	}
+
+	cmdline = malloc(sizeof(*cmdline));
+	if (!cmdline)
+		return -ENOMEM;
+	cmdline_init(cmdline, config->cmdline ? config->cmdline : MOTE_DEFAULT_CMDLINE);
+	ret = cmdline_check(cmdline,
+			    kernel.cmdline_size ? kernel.cmdline_size : LAYOUT_CMDLINE_MAX - 1);
+	if (ret) {
+		log_error(&vm->log, "kernel command line of %zu bytes is too long (limit %u)",
+			  cmdline->len,
+			  kernel.cmdline_size ? kernel.cmdline_size
+					      : (unsigned)LAYOUT_CMDLINE_MAX - 1);
+	} else {
+		setup.cmdline = cmdline->buf;
+		ret = boot_params_write(&vm->mem, &kernel, &setup, &vm->log);
+	}
+	free(cmdline);
+	if (!ret)
+		ret = mptable_write(&vm->mem, vm->cpu_count, &vm->log);
+	if (!ret)
+		ret = cpu_setup_tables(&vm->mem);
+	return ret;
+}
+
+static int vm_create_vcpus(struct mote_vm *vm)
+{
+	struct kvm_cpuid2 *cpuid;
+	int ret = 0;
+
+	if ((int)vm->cpu_count > vm->kvm.max_vcpus) {
+		log_error(&vm->log, "%u vCPUs requested, KVM allows %d", vm->cpu_count,
+			  vm->kvm.max_vcpus);
+		return -EINVAL;
+	}
+	cpuid = kvm_supported_cpuid(&vm->kvm, &vm->log);
+	if (!cpuid)
+		return -ENOTSUP;
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
+		ret = vcpu_create(&vm->vcpus[i], vm, i, cpuid, vm->entry);
+	free(cpuid);
+	return ret;
+}
+
+int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
+{
+	struct file_image kernel_file = {0}, initrd_file = {0};
+	struct mote_log log = {config->log, config->log_opaque};
+	struct mote_vm *vm;
+	int ret;
+
+	*vm_out = NULL;
+	ret = vm_check_config(config, &log);
+	if (ret)
+		return ret;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return -ENOMEM;
+	vm->log = log;
+	vm->start_ns = config->start_monotonic_ns ? config->start_monotonic_ns : vm_now_ns();
+	vm->boot_complete_ns = -1;
+	vm->kvm.fd = -1;
+	vm->vm_fd = -1;
+	vm->mem.memfd = -1;
+	vm->console_in_fd = -1;
+	vm->console_out_fd = -1;
+	vm->console_stop_fd = -1;
+	vm->cpu_count = config->cpus;
+	for (unsigned i = 0; i < MOTE_MAX_CPUS; i++)
+		vm->vcpus[i].fd = -1;
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_cond_init(&vm->ended_cond, NULL);
+	bus_init(&vm->pio, "port I/O");
+	bus_init(&vm->mmio, "MMIO");
+	*vm_out = vm;
+
+	ret = vm_read_file("kernel", config->kernel_path, &kernel_file, &vm->log);
+	if (!ret && config->initrd_path)
+		ret = vm_read_file("initrd", config->initrd_path, &initrd_file, &vm->log);
+	if (!ret)
+		ret = kvm_open(&vm->kvm, &vm->log);
+	if (!ret)
+		ret = guest_memory_create(&vm->mem, config->mem_bytes, &vm->log);
+	if (!ret)
+		ret = vm_create_kvm_vm(vm);
+	if (!ret)
+		ret = vm_setup_console(vm, config);
+	if (!ret)
+		ret = vm_register_devices(vm);
+	if (!ret)
+		ret = vm_load_guest(vm, config, &kernel_file, &initrd_file);
+	if (!ret)
+		ret = vm_create_vcpus(vm);
+
+	file_image_release(&kernel_file);
+	file_image_release(&initrd_file);
+	if (ret) {
+		mote_vm_destroy(vm);
+		*vm_out = NULL;
+	}
+	return ret;
+}
+
+int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
+{
+	int ret = 0;
+
+	vm->run_start_ns = vm_now_ns();
+	if (vm->console_in_fd >= 0) {
+		int err = pthread_create(&vm->console_thread, NULL, vm_console_thread, vm);
+		if (err) {
+			log_error(&vm->log, "starting the console thread: %s", strerror(err));
+			return -err;
+		}
+		vm->console_thread_started = true;
+	}
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
+		ret = vcpu_start(&vm->vcpus[i]);
+	if (ret)
+		vm_end(vm, MOTE_EXIT_ERROR, ret, "could not start every vCPU");
+
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->ended)
+		pthread_cond_wait(&vm->ended_cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		vcpu_join(&vm->vcpus[i]);
+	if (vm->console_thread_started)
+		pthread_join(vm->console_thread, NULL);
+	vm->console_thread_started = false;
+
+	*exit = vm->exit;
+	exit->boot_complete_ns = vm->boot_complete_ns;
+	exit->memory_touched_bytes = guest_memory_resident_bytes(&vm->mem);
+	return ret;
+}
+
+void mote_vm_stop(struct mote_vm *vm)
+{
+	vm_end(vm, MOTE_EXIT_ERROR, -EINTR, "stopped by the host");
+}
+
+void mote_vm_destroy(struct mote_vm *vm)
+{
+	if (!vm)
+		return;
+	for (unsigned i = 0; i < MOTE_MAX_CPUS; i++) {
+		if (vm->vcpus[i].vm)
+			vcpu_destroy(&vm->vcpus[i]);
+	}
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	guest_memory_destroy(&vm->mem);
+	kvm_close(&vm->kvm);
+	if (vm->serial.ops)
+		serial_destroy(&vm->serial);
+	if (vm->console_out_owned)
+		close(vm->console_out_fd);
+	if (vm->console_stop_fd >= 0)
+		close(vm->console_stop_fd);
+	pthread_cond_destroy(&vm->ended_cond);
+	pthread_mutex_destroy(&vm->lock);
+	free(vm);
+}

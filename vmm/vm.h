@@ -1,0 +1,60 @@
+/* struct mote_vm: everything one microVM owns. Internal to libmote. */
+#ifndef MOTE_VM_H
+#define MOTE_VM_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "../devices/debug_port.h"
+#include "../devices/i8042.h"
+#include "../devices/serial.h"
+#include "bus.h"
+#include "guest_memory.h"
+#include "kvm.h"
+#include "mote.h"
+#include "vcpu.h"
+
+struct mote_vm {
+	struct mote_log log;
+	struct kvm kvm;
+	int vm_fd;
+	struct guest_memory mem;
+	struct bus pio;
+	struct bus mmio;
+
+	struct serial serial;
+	struct i8042 i8042;
+	struct debug_port debug_port;
+	int console_in_fd;  /* -1: no input */
+	int console_out_fd; /* owned when console_out_owned */
+	bool console_out_owned;
+	int console_stop_fd; /* eventfd that ends the console thread */
+	pthread_t console_thread;
+	bool console_thread_started;
+
+	unsigned cpu_count;
+	struct vcpu vcpus[MOTE_MAX_CPUS];
+	uint64_t entry;
+
+	int64_t start_ns;
+	int64_t run_start_ns;
+
+	/* Guarded by lock: the first vm_end() decides how the VM ended. */
+	pthread_mutex_t lock;
+	pthread_cond_t ended_cond;
+	bool ended;
+	bool panic_seen;
+	char panic_line[SERIAL_LINE_MAX];
+	struct mote_exit exit;
+	int64_t boot_complete_ns;
+};
+
+/* Ends the VM (first caller wins) and kicks every vCPU out of KVM_RUN. Thread-safe. */
+void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+bool vm_has_ended(struct mote_vm *vm);
+
+int64_t vm_now_ns(void);
+
+#endif
