@@ -1,0 +1,38 @@
+#!/bin/sh
+# The whole test suite, from a fresh Debian 12 machine: installs packages, builds the
+# guest kernel (cached), builds mote with gcc (ASan+UBSan) and clang, runs the cmocka
+# unit tests, then the integration tests on real KVM (nested under QEMU when this
+# machine has no /dev/kvm). Exit status 0 only if everything passed.
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+tools/setup.sh
+kernel_dir=$(tools/build-kernel.sh)
+
+echo "== format"
+tools/check-format.sh
+
+echo "== build (gcc, ASan+UBSan)"
+cmake -S . -B build/test -DCMAKE_C_COMPILER=gcc -DMOTE_SANITIZE=ON >/dev/null
+cmake --build build/test -j"$(nproc)"
+
+echo "== build (clang, -Werror)"
+cmake -S . -B build/clang -DCMAKE_C_COMPILER=clang >/dev/null
+cmake --build build/clang -j"$(nproc)"
+
+echo "== unit tests"
+ctest --test-dir build/test --output-on-failure
+
+echo "== install"
+rm -rf build/install-root
+cmake --install build/clang --prefix "$root/build/install-root" >/dev/null
+tools/check-install.sh "$root/build/install-root"
+
+echo "== integration tests (real KVM)"
+tools/build-initramfs.sh build/test/initramfs.cpio.gz build/test/mote-init
+MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
+	MOTE_INITRD=$root/build/test/initramfs.cpio.gz \
+	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} \
+	tools/kvm-run.sh tests/integration/run.sh
+echo "== all tests passed"
