@@ -15,11 +15,27 @@ tools/check-format.sh
 
 echo "== build (gcc, ASan+UBSan)"
 cmake -S . -B build/test -DCMAKE_C_COMPILER=gcc -DMOTE_SANITIZE=ON >/dev/null
-cmake --build build/test -j"$(nproc)"
+cmake --build build/test -j"$(nproc)" >/dev/null
+
+echo "== build (gcc, Release: what tools/demo.sh and benchmarks/ use)"
+cmake -S . -B build/release -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF >/dev/null
+cmake --build build/release -j"$(nproc)" >/dev/null
 
 echo "== build (clang, -Werror)"
 cmake -S . -B build/clang -DCMAKE_C_COMPILER=clang >/dev/null
-cmake --build build/clang -j"$(nproc)"
+cmake --build build/clang -j"$(nproc)" >/dev/null
+
+echo "== fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
+cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
+cmake --build build/fuzz -j"$(nproc)" >/dev/null
+for target in fuzz_kernel_loader fuzz_config_file; do
+	corpus=build/fuzz/corpus-$target
+	mkdir -p "$corpus"
+	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
+		"$corpus" >build/fuzz/$target.log 2>&1 ||
+		{ tail -40 build/fuzz/$target.log; echo "fuzz: $target found a crash" >&2; exit 1; }
+	tail -1 build/fuzz/$target.log
+done
 
 echo "== unit tests"
 ctest --test-dir build/test --output-on-failure

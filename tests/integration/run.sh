@@ -205,6 +205,37 @@ test_console_input_reaches_the_guest_shell() {
 	expect_in "$out" "typed-42"
 }
 
+test_bzimage_boots_to_init_with_one_vcpu() {
+	boot t17 "$BZIMAGE" 1 128M "nproc"
+	expect_status 0
+	expect_in "$out" "mote-init: boot complete"
+	has_line "$out" 1 || fail "nproc did not print 1"
+}
+
+test_thirty_two_vcpus_come_up() {
+	boot t18 "$VMLINUX" 32 256M "nproc"
+	expect_status 0
+	has_line "$out" 32 || fail "nproc did not print 32: $(tr '\n' '|' <"$out")"
+}
+
+test_two_vms_run_at_once_in_one_process() {
+	timeout -k 10 "$TIMEOUT" "$(dirname "$MOTE_BIN")/mote-test-two-vms" "$VMLINUX" "$MOTE_INITRD" \
+		"$WORK" >"$WORK/t19.out" 2>"$WORK/t19.err"
+	status=$?
+	err=$WORK/t19.err
+	expect_status 0
+	expect_in "$WORK/t19.out" "both powered off"
+}
+
+test_help_and_version() {
+	mote_run t20 --version
+	expect_status 0
+	expect_in "$out" "mote 0."
+	mote_run t21 --help
+	expect_status 0
+	expect_in "$out" "usage: mote run"
+}
+
 test_sigterm_stops_the_vm() {
 	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
 		--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\"" </dev/null >"$WORK/t16.out" 2>"$WORK/t16.err" &

@@ -1,0 +1,103 @@
+/* libmote runs several VMs in one process: two VMs boot at once, each in its own
+ * thread with its own console file, and each powers off with its own output.
+ * usage: mote-test-two-vms KERNEL INITRD DIR */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mote.h"
+
+struct vm_run {
+	struct mote_config config;
+	char console_path[512];
+	char cmdline[256];
+	struct mote_exit exit;
+	int result;
+};
+
+static void log_to_stderr(void *opaque, enum mote_log_level level, const char *message)
+{
+	(void)level;
+	fprintf(stderr, "vm %s: %s\n", (const char *)opaque, message);
+}
+
+static void *run_one(void *arg)
+{
+	struct vm_run *run = arg;
+	struct mote_vm *vm;
+
+	run->result = mote_vm_create(&run->config, &vm);
+	if (run->result)
+		return NULL;
+	run->result = mote_vm_run(vm, &run->exit);
+	mote_vm_destroy(vm);
+	return NULL;
+}
+
+static int console_has(const char *path, const char *text)
+{
+	char line[512];
+	FILE *f = fopen(path, "r");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, text) != NULL;
+	fclose(f);
+	return found;
+}
+
+int main(int argc, char **argv)
+{
+	static const char *names[2] = {"A", "B"};
+	struct vm_run runs[2];
+	pthread_t threads[2];
+	int failed = 0;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: %s KERNEL INITRD DIR\n", argv[0]);
+		return 2;
+	}
+	for (int i = 0; i < 2; i++) {
+		struct vm_run *run = &runs[i];
+
+		memset(run, 0, sizeof(*run));
+		mote_config_init(&run->config);
+		snprintf(run->console_path, sizeof(run->console_path), "%s/console-%s.log", argv[3],
+			 names[i]);
+		remove(run->console_path);
+		snprintf(run->cmdline, sizeof(run->cmdline),
+			 "console=ttyS0 reboot=k panic=1 quiet mote.run=\"echo I-am-%s\"",
+			 names[i]);
+		run->config.kernel_path = argv[1];
+		run->config.initrd_path = argv[2];
+		run->config.cmdline = run->cmdline;
+		run->config.cpus = (unsigned)i + 1;
+		run->config.console = MOTE_CONSOLE_FILE;
+		run->config.console_path = run->console_path;
+		run->config.log = log_to_stderr;
+		run->config.log_opaque = (void *)names[i];
+		pthread_create(&threads[i], NULL, run_one, run);
+	}
+	for (int i = 0; i < 2; i++) {
+		char expected[32];
+
+		pthread_join(threads[i], NULL);
+		snprintf(expected, sizeof(expected), "I-am-%s", names[i]);
+		if (runs[i].result || runs[i].exit.reason != MOTE_EXIT_POWER_OFF) {
+			fprintf(stderr, "vm %s: result %d, exit reason %d (%s)\n", names[i],
+				runs[i].result, runs[i].exit.reason, runs[i].exit.message);
+			failed = 1;
+		} else if (!console_has(runs[i].console_path, expected) ||
+			   console_has(runs[i].console_path, i ? "I-am-A" : "I-am-B")) {
+			fprintf(stderr, "vm %s: console does not hold exactly its own output\n",
+				names[i]);
+			failed = 1;
+		}
+	}
+	if (!failed)
+		printf("two VMs in one process: both powered off with their own output\n");
+	return failed;
+}
