@@ -6,17 +6,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int file_image_read(const char *path, struct file_image *image)
+int file_image_open(const char *path, struct file_image *image)
 {
 	struct stat st;
-	int fd, ret = 0;
+	int ret = 0;
 
 	image->data = NULL;
 	image->size = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	image->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (image->fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0)
+	if (fstat(image->fd, &st) < 0)
 		ret = -errno;
 	else if (!S_ISREG(st.st_mode))
 		ret = -EISDIR;
@@ -24,23 +24,49 @@ int file_image_read(const char *path, struct file_image *image)
 		ret = -ENOEXEC;
 	else if ((uint64_t)st.st_size > FILE_IMAGE_MAX)
 		ret = -EFBIG;
-	if (!ret) {
-		void *data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (data == MAP_FAILED) {
-			ret = -errno;
-		} else {
-			image->data = data;
-			image->size = (size_t)st.st_size;
-		}
+	if (ret) {
+		file_image_release(image);
+		return ret;
 	}
-	close(fd);
-	return ret;
+	image->size = (size_t)st.st_size;
+	return 0;
+}
+
+int file_image_map(struct file_image *image)
+{
+	void *data = mmap(NULL, image->size, PROT_READ, MAP_PRIVATE, image->fd, 0);
+
+	if (data == MAP_FAILED)
+		return -errno;
+	image->data = data;
+	return 0;
+}
+
+int file_image_read_all(const struct file_image *image, void *dst)
+{
+	size_t done = 0;
+
+	while (done < image->size) {
+		ssize_t n =
+		    pread(image->fd, (uint8_t *)dst + done, image->size - done, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		done += (size_t)n;
+	}
+	return 0;
 }
 
 void file_image_release(struct file_image *image)
 {
 	if (image->data)
 		munmap((void *)image->data, image->size);
+	if (image->fd >= 0)
+		close(image->fd);
 	image->data = NULL;
 	image->size = 0;
+	image->fd = -1;
 }

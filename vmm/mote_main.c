@@ -173,7 +173,13 @@ static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64
 		return exit_code_for_create_error(ret);
 
 	sig_args.vm = vm;
-	if (pthread_create(&sig_thread, NULL, signal_thread, &sig_args)) {
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	/* Small stack: see vm_thread_start() in the library for why. */
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	ret = pthread_create(&sig_thread, &attr, signal_thread, &sig_args);
+	pthread_attr_destroy(&attr);
+	if (ret) {
 		fprintf(stderr, "mote: error: cannot start the signal thread\n");
 		mote_vm_destroy(vm);
 		return EXIT_VM_FAILED;

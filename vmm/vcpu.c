@@ -316,7 +316,7 @@ int vcpu_start(struct vcpu *vcpu)
 	sigemptyset(&action.sa_mask);
 	sigaction(VCPU_KICK_SIGNAL, &action, NULL);
 
-	int err = pthread_create(&vcpu->thread, NULL, vcpu_thread, vcpu);
+	int err = vm_thread_start(&vcpu->thread, vcpu_thread, vcpu);
 	if (err) {
 		log_error(&vcpu->vm->log, "vCPU %u: starting its thread: %s", vcpu->index,
 			  strerror(err));

@@ -33,6 +33,18 @@ int64_t vm_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int vm_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	int err;
+
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 512 * 1024);
+	err = pthread_create(thread, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
+	return err;
+}
+
 void mote_config_init(struct mote_config *config)
 {
 	memset(config, 0, sizeof(*config));
@@ -186,10 +198,10 @@ static void *vm_console_thread(void *arg)
 	return NULL;
 }
 
-static int vm_read_file(const char *what, const char *path, struct file_image *image,
+static int vm_open_file(const char *what, const char *path, struct file_image *image,
 			const struct mote_log *log)
 {
-	int ret = file_image_read(path, image);
+	int ret = file_image_open(path, image);
 
 	if (ret == -EFBIG)
 		log_error(log, "%s %s: too large", what, path);
@@ -317,14 +329,21 @@ static int vm_register_devices(struct mote_vm *vm)
 
 /* Kernel, initrd, command line, zero page, MP table and the boot page tables. */
 static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
-			 const struct file_image *kernel_file, const struct file_image *initrd_file)
+			 struct file_image *kernel_file, const struct file_image *initrd_file)
 {
 	struct kernel_image_info kernel;
 	struct boot_setup setup = {0};
 	struct cmdline *cmdline;
 	int ret;
 
+	ret = file_image_map(kernel_file);
+	if (ret) {
+		log_error(&vm->log, "mapping the kernel: %s", strerror(-ret));
+		return ret;
+	}
 	ret = kernel_load(&vm->mem, kernel_file->data, kernel_file->size, &kernel, &vm->log);
+	/* The guest has its copy; the file's pages need not stay in mote's RSS. */
+	file_image_release(kernel_file);
 	if (ret)
 		return ret;
 	vm->entry = kernel.entry;
@@ -334,10 +353,12 @@ static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
 					&vm->log);
 		if (ret)
 			return ret;
-		ret = guest_memory_write(&vm->mem, setup.initrd_addr, initrd_file->data,
-					 initrd_file->size);
-		if (ret)
+		void *dst = guest_memory_ptr(&vm->mem, setup.initrd_addr, initrd_file->size);
+		ret = dst ? file_image_read_all(initrd_file, dst) : -EFAULT;
+		if (ret) {
+			log_error(&vm->log, "reading the initrd: %s", strerror(-ret));
 			return ret;
+		}
 		setup.initrd_size = initrd_file->size;
 	}
 
@@ -385,7 +406,7 @@ static int vm_create_vcpus(struct mote_vm *vm)
 
 int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 {
-	struct file_image kernel_file = {0}, initrd_file = {0};
+	struct file_image kernel_file = {.fd = -1}, initrd_file = {.fd = -1};
 	struct mote_log log = {config->log, config->log_opaque};
 	struct mote_vm *vm;
 	int ret;
@@ -415,9 +436,9 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	bus_init(&vm->mmio, "MMIO");
 	*vm_out = vm;
 
-	ret = vm_read_file("kernel", config->kernel_path, &kernel_file, &vm->log);
+	ret = vm_open_file("kernel", config->kernel_path, &kernel_file, &vm->log);
 	if (!ret && config->initrd_path)
-		ret = vm_read_file("initrd", config->initrd_path, &initrd_file, &vm->log);
+		ret = vm_open_file("initrd", config->initrd_path, &initrd_file, &vm->log);
 	if (!ret)
 		ret = kvm_open(&vm->kvm, &vm->log);
 	if (!ret)
@@ -448,7 +469,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 
 	vm->run_start_ns = vm_now_ns();
 	if (vm->console_in_fd >= 0) {
-		int err = pthread_create(&vm->console_thread, NULL, vm_console_thread, vm);
+		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
 		if (err) {
 			log_error(&vm->log, "starting the console thread: %s", strerror(err));
 			return -err;

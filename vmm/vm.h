@@ -57,4 +57,9 @@ bool vm_has_ended(struct mote_vm *vm);
 
 int64_t vm_now_ns(void);
 
+/* Starts a monitor thread with a small stack. glibc's default is 8 MiB, and with
+ * transparent huge pages on, the first touch of such a stack costs a 2 MiB page of RSS;
+ * mote's threads need a few KiB (ASan builds: more, still far below 2 MiB). */
+int vm_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+
 #endif
