@@ -21,15 +21,18 @@ trap 'rm -rf "$work"' EXIT
 
 [ -c /dev/kvm ] || { echo "boot benchmark: /dev/kvm missing; use benchmarks/run-boot.sh" >&2; exit 1; }
 
+# A run that hangs is a failure to report, not a reason to wait forever.
+RUN_TIMEOUT=${MOTE_BENCH_TIMEOUT:-120}
+
 run_mote() {
-	"$MOTE_MEASURE_BIN" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" \
+	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" \
 		--mem "$MEM" --cpus 1 --cmdline "$CMDLINE" --quiet
 }
 
 # QEMU at its fastest settings for this kernel (design.md): microvm without legacy
 # devices and ACPI, PVH entry of the ELF vmlinux.
 run_qemu() {
-	"$MOTE_MEASURE_BIN" qemu-system-x86_64 -M microvm,acpi=off,pit=off,pic=off,rtc=off \
+	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" qemu-system-x86_64 -M microvm,acpi=off,pit=off,pic=off,rtc=off \
 		-accel kvm -cpu host -m "$MEM" -smp 1 -nodefaults -no-user-config -nographic \
 		-serial stdio -no-reboot -kernel "$KERNEL" -initrd "$MOTE_INITRD" \
 		-append "$CMDLINE" -device isa-debug-exit,iobase=0xf4,iosize=4
@@ -40,7 +43,7 @@ run_mote >/dev/null
 run_qemu >/dev/null
 
 # Guest memory touched, from mote's own report (mincore of guest RAM at exit).
-touched_kib=$("$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" --mem "$MEM" \
+touched_kib=$(timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" --mem "$MEM" \
 	--cpus 1 --cmdline "$CMDLINE" </dev/null 2>&1 >/dev/null |
 	sed -n 's/.*guest memory touched: \([0-9]*\) KiB.*/\1/p')
 
@@ -51,6 +54,7 @@ for i in $(seq 1 "$RUNS"); do
 	else
 		run_qemu >>"$work/qemu"; run_mote >>"$work/mote"
 	fi
+	echo "run $i: mote $(tail -1 "$work/mote"), qemu $(tail -1 "$work/qemu") (us KiB status)" >&2
 done
 
 # QEMU's isa-debug-exit status for the boot byte 0x7b is (0x7b << 1) | 1 = 247.
