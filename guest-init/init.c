@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define CMDLINE_MAX 4096
@@ -159,6 +160,30 @@ fallback:
 	}
 }
 
+/* Runs in the session leader: waits for the shell, lets the serial line drain, then
+ * ends the way the shell ended. Draining matters: when a session leader exits, the
+ * kernel hangs up its terminal and throws away output not yet sent (tty_vhangup), which
+ * cut the tail off a command's output. */
+static void session_leader_wait(pid_t shell)
+{
+	int status;
+
+	/* ^C and ^\ are for the shell, not for this short-lived wrapper. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	while (waitpid(shell, &status, 0) < 0) {
+		if (errno != EINTR)
+			_exit(127);
+	}
+	tcdrain(STDOUT_FILENO);
+	if (WIFEXITED(status))
+		_exit(WEXITSTATUS(status));
+	int sig = WTERMSIG(status);
+	signal(sig, SIG_DFL);
+	kill(getpid(), sig);
+	_exit(128 + sig);
+}
+
 static pid_t spawn_command(const char *command, const sigset_t *old_mask)
 {
 	pid_t pid = fork();
@@ -173,6 +198,14 @@ static pid_t spawn_command(const char *command, const sigset_t *old_mask)
 	sigprocmask(SIG_SETMASK, old_mask, NULL);
 	setsid();
 	child_take_tty();
+	pid_t shell = fork();
+	if (shell < 0) {
+		say("mote-init: fork: %s", strerror(errno));
+		_exit(127);
+	}
+	if (shell > 0)
+		session_leader_wait(shell);
+
 	char *const argv[] = {"sh", "-c", (char *)command, NULL};
 	char *const envp[] = {"PATH=/bin:/sbin:/usr/bin:/usr/sbin", "HOME=/", "TERM=linux", NULL};
 	execve("/bin/sh", argv, envp);
@@ -184,6 +217,8 @@ static pid_t spawn_command(const char *command, const sigset_t *old_mask)
  * reboot, which `reboot=t -no-reboot` or `reboot=k` turn into the VMM exiting. */
 static void power_off(bool write_port)
 {
+	/* Let the console send what is queued before the VM goes away. */
+	tcdrain(STDERR_FILENO);
 	sync();
 	if (write_port)
 		port_write(DEBUG_PORT_POWER_OFF);

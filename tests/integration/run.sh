@@ -90,6 +90,14 @@ test_guest_command_output_and_exit_status_come_back() {
 	expect_in "$out" "mote-init: command exited with status 3"
 }
 
+test_command_output_is_not_cut_short_at_power_off() {
+	# The tail of the output was once lost: queued in the guest tty when it powered off.
+	boot t22 "$VMLINUX" 1 128M "seq 1 3000; printf no-newline-at-end"
+	expect_status 0
+	has_line "$out" 3000 || fail "the last line of seq's output is missing"
+	expect_in "$out" "no-newline-at-end"
+}
+
 mem_total_kib() {
 	sed -n 's/^MemTotal: *\([0-9]*\) kB.*/\1/p' "$1" | head -1
 }
