@@ -1,0 +1,86 @@
+/* The device side of a virtio 1.2 split virtqueue (§2.7). The queue state is a plain
+ * struct a snapshot can write out as is; every guest access goes through
+ * guest_memory_ptr(), and nothing the driver writes into the rings is trusted: a chain
+ * that breaks a rule of the spec is refused with -EIO and consumes nothing. */
+#ifndef MOTE_VIRTQUEUE_H
+#define MOTE_VIRTQUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../vmm/guest_memory.h"
+
+#define VIRTQ_MAX_SIZE 32768
+/* The most segments one chain may resolve to; a longer chain is refused. */
+#define VIRTQ_MAX_SEGMENTS 1024
+
+struct virtq {
+	/* Serialisable state: a snapshot saves these fields as they are. */
+	uint16_t size;		 /* power of two, at most VIRTQ_MAX_SIZE */
+	uint16_t last_avail_idx; /* next avail ring slot the device reads */
+	uint16_t used_idx;	 /* next used ring slot the device writes */
+	bool event_idx;		 /* VIRTIO_F_EVENT_IDX negotiated */
+	bool ready;
+	uint64_t desc_addr; /* guest addresses of the three rings */
+	uint64_t avail_addr;
+	uint64_t used_addr;
+	/* Not serialised: reattached on restore. */
+	struct guest_memory *mem;
+};
+
+struct virtq_segment {
+	void *host; /* len bytes of guest RAM */
+	uint32_t len;
+	bool writable; /* device-writable */
+};
+
+/* One descriptor chain. Readable segments come first (§2.7.4): seg[0, readable_count)
+ * are device-readable, seg[readable_count, count) device-writable. */
+struct virtq_chain {
+	uint16_t head; /* for virtq_push() */
+	uint32_t count;
+	uint32_t readable_count;
+	uint64_t readable_len;
+	uint64_t writable_len;
+	struct virtq_segment seg[VIRTQ_MAX_SEGMENTS];
+};
+
+/* Checks and records the ring layout the driver chose, resets the indices and marks
+ * the queue ready. -EINVAL when size is not a power of two in [1, VIRTQ_MAX_SIZE], a
+ * ring is misaligned (§2.7: desc 16, avail 2, used 4) or does not lie wholly in RAM. */
+int virtq_configure(struct virtq *q, struct guest_memory *mem, uint16_t size, uint64_t desc,
+		    uint64_t avail, uint64_t used, bool event_idx);
+
+/* Forgets the rings; the queue is not ready until configured again. */
+void virtq_reset(struct virtq *q);
+
+/* Takes the next chain the driver made available: 1 and *chain filled in, 0 when there
+ * is none (or the queue is not ready), -EIO when the queue or the chain is broken. On
+ * -EIO nothing is consumed; the caller should set DEVICE_NEEDS_RESET. */
+int virtq_pop(struct virtq *q, struct virtq_chain *chain);
+
+/* Returns the chain at head to the driver with written bytes in its writable part, and
+ * publishes the used index (§2.7.8). -EINVAL when head is not a descriptor index, -EIO
+ * when the queue is not ready. */
+int virtq_push(struct virtq *q, uint16_t head, uint32_t written);
+
+/* Whether the driver wants an interrupt for the chains pushed since used index
+ * old_used_idx (§2.7.10): by used_event with EVENT_IDX, else by NO_INTERRUPT. */
+bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx);
+
+/* With EVENT_IDX, tells the driver the device has seen every chain up to
+ * last_avail_idx, so it notifies only for later ones (§2.7.10). The caller pops again
+ * afterwards: a chain added meanwhile brings no notification. */
+void virtq_set_avail_event(struct virtq *q);
+
+/* Copies len bytes starting offset bytes into the readable part of the chain.
+ * -EFAULT when that range goes beyond the readable part. */
+int virtq_chain_read(const struct virtq_chain *chain, uint64_t offset, void *dst, size_t len);
+
+/* Copies len bytes to offset bytes into the writable part of the chain. -EFAULT when
+ * that range goes beyond the writable part. */
+int virtq_chain_write(const struct virtq_chain *chain, uint64_t offset, const void *src,
+		      size_t len);
+
+#endif
