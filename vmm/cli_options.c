@@ -11,10 +11,7 @@
 
 #define MIB (1024ULL * 1024ULL)
 
-static int cli_error(char *error, size_t error_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int cli_error(char *error, size_t error_len, const char *fmt, ...)
+int cli_error(char *error, size_t error_len, const char *fmt, ...)
 {
 	va_list args;
 

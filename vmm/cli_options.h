@@ -48,6 +48,10 @@ int config_file_load(struct cli_options *opts, const char *path, char *error, si
 /* Parses "stdio", "none" or "file:PATH" into opts; -EINVAL otherwise. */
 int cli_console_parse(struct cli_options *opts, const char *text);
 
+/* Writes a one-line reason into error and returns -EINVAL. */
+int cli_error(char *error, size_t error_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
 int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);
 

@@ -11,27 +11,14 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define CONFIG_FILE_MAX (1 << 20)
 
-static int config_error(char *error, size_t error_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int config_error(char *error, size_t error_len, const char *fmt, ...)
-{
-	va_list args;
-	int n = snprintf(error, error_len, "config: ");
-
-	va_start(args, fmt);
-	if (n >= 0 && (size_t)n < error_len)
-		vsnprintf(error + n, error_len - (size_t)n, fmt, args);
-	va_end(args);
-	return -EINVAL;
-}
+/* Every config error starts with "config: " (the format must be a string literal). */
+#define config_error(error, error_len, ...) cli_error((error), (error_len), "config: " __VA_ARGS__)
 
 static int take_string(const cJSON *item, const char *where, char **field, char *error,
 		       size_t error_len)
