@@ -322,13 +322,14 @@ int vcpu_start(struct vcpu *vcpu)
 			  strerror(err));
 		return -err;
 	}
-	vcpu->thread_started = true;
+	/* Release: a vm_end() on another vCPU's thread that sees the flag sees the thread. */
+	__atomic_store_n(&vcpu->thread_started, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
 void vcpu_kick(struct vcpu *vcpu)
 {
-	if (!vcpu->thread_started)
+	if (!__atomic_load_n(&vcpu->thread_started, __ATOMIC_ACQUIRE))
 		return;
 	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
 	pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);

@@ -486,6 +486,11 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		pthread_cond_wait(&vm->ended_cond, &vm->lock);
 	pthread_mutex_unlock(&vm->lock);
 
+	/* vm_end() kicked the vCPUs it knew were started; one that this thread was still
+	 * starting at that moment may have entered KVM_RUN unkicked. Kick them all again:
+	 * every thread is known to be started now. */
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->cpu_count; i++)
 		vcpu_join(&vm->vcpus[i]);
 	if (vm->console_thread_started)
