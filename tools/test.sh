@@ -49,6 +49,6 @@ echo "== integration tests (real KVM)"
 tools/build-initramfs.sh build/test/initramfs.cpio.gz build/test/mote-init
 MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
 	MOTE_INITRD=$root/build/test/initramfs.cpio.gz \
-	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} \
+	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} MOTE_OUTER_TIMEOUT=${MOTE_OUTER_TIMEOUT:-2400} \
 	tools/kvm-run.sh tests/integration/run.sh
 echo "== all tests passed"

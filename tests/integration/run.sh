@@ -15,7 +15,7 @@ BASE_CMDLINE="console=ttyS0 reboot=k panic=1 quiet"
 WORK=$(mktemp -d "${MOTE_SCRATCH:-/tmp}/mote-it.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 # Generous: under TCG-nested KVM a boot takes seconds, not milliseconds.
-TIMEOUT=${MOTE_TEST_TIMEOUT:-300}
+TIMEOUT=${MOTE_TEST_TIMEOUT:-120}
 
 if [ ! -c /dev/kvm ]; then
 	echo "integration: /dev/kvm missing; run through tools/kvm-run.sh" >&2
