@@ -215,7 +215,7 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
 	-accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
 	-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 	-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
-	-append "console=ttyS0 quiet loglevel=0 panic=-1 mitigations=off" \
+	-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off" \
 	-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
 	-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
 	-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \

@@ -4,7 +4,9 @@
 # tools/kvm-run.sh (tools/test.sh does), which supplies /dev/kvm.
 #
 # Needs: MOTE_BIN (the mote binary), MOTE_KERNEL_DIR (vmlinux + bzImage),
-# MOTE_INITRD (initramfs with guest-init). Optional: MOTE_TEST_FILTER (regex on names).
+# MOTE_INITRD (initramfs with guest-init), MOTE_ROOTFS (ext4 root image from
+# tools/build-rootfs.sh, with mote-pattern), MOTE_PATTERN (mote-pattern for the host).
+# Optional: MOTE_TEST_FILTER (regex on names).
 set -u
 
 : "${MOTE_BIN:?}" "${MOTE_KERNEL_DIR:?}" "${MOTE_INITRD:?}"
@@ -31,12 +33,52 @@ fail() {
 	test_failed=1
 }
 
-# mote_run NAME ARGS...: runs mote with a timeout; output in $WORK/NAME.out/.err,
-# exit code in $status.
+# The test log, for messages from inside redirected commands.
+exec 3>&1
+mkfifo "$WORK/never"
+
+# describe_stuck PID: what a process that outlived its time is doing, so that a hang
+# leaves evidence: each thread's state and kernel stack, the load, the kernel log.
+describe_stuck() {
+	local pid=$1 task
+	echo "    HANG: pid $pid still running after ${TIMEOUT} s:"
+	for task in /proc/"$pid"/task/*; do
+		echo "      thread $(basename "$task") $(cat "$task/comm" 2>/dev/null)" \
+			"$(grep '^State' "$task/status" 2>/dev/null) wchan=$(cat "$task/wchan" 2>/dev/null)"
+		sed 's/^/        /' "$task/stack" 2>/dev/null
+	done
+	echo "      loadavg: $(cat /proc/loadavg)"
+	dmesg 2>/dev/null | tail -n 20 | sed 's/^/      dmesg: /'
+}
+
+# finish PID: waits for PID, like `timeout -k 10 $TIMEOUT` would: TERM after TIMEOUT
+# seconds, KILL 10 s later, describing the process first. The watcher sleeps with the
+# read builtin (on a FIFO nobody writes), so killing it leaves no stray sleep behind.
+# Returns PID's exit status.
+finish() {
+	local pid=$1 rc
+	(
+		read -r -t "$TIMEOUT" <>"$WORK/never"
+		describe_stuck "$pid" >&3
+		kill -TERM "$pid" 2>/dev/null
+		read -r -t 10 <>"$WORK/never"
+		kill -KILL "$pid" 2>/dev/null
+	) >/dev/null 2>&1 &
+	local watcher=$!
+	wait "$pid"
+	rc=$?
+	kill "$watcher" 2>/dev/null
+	wait "$watcher" 2>/dev/null
+	return $rc
+}
+
+# mote_run NAME ARGS...: runs mote under finish; output in $WORK/NAME.out/.err, exit
+# code in $status.
 mote_run() {
 	local name=$1
 	shift
-	timeout -k 10 "$TIMEOUT" "$MOTE_BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null
+	"$MOTE_BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null 3>&- &
+	finish $!
 	status=$?
 	out="$WORK/$name.out"
 	err="$WORK/$name.err"
@@ -62,203 +104,12 @@ boot() { # boot NAME KERNEL CPUS MEM CMD [extra mote args...]
 		--cmdline "$BASE_CMDLINE${cmd:+ mote.run=\"$cmd\"}" "$@"
 }
 
-test_vmlinux_boots_to_init_with_one_vcpu() {
-	boot t1 "$VMLINUX" 1 128M ""
-	expect_status 0
-	expect_in "$out" "mote-init: boot complete"
-	expect_in "$err" "guest boot complete in"
-	expect_in "$err" "guest powered off"
-}
-
-test_bzimage_boots_to_init_with_four_vcpus() {
-	boot t2 "$BZIMAGE" 4 256M "nproc"
-	expect_status 0
-	expect_in "$out" "mote-init: boot complete"
-	has_line "$out" 4 || fail "nproc did not print 4: $(tr '\n' '|' <"$out")"
-}
-
-test_vmlinux_sees_all_four_vcpus() {
-	boot t3 "$VMLINUX" 4 128M "grep -c ^processor /proc/cpuinfo"
-	expect_status 0
-	has_line "$out" 4 || fail "/proc/cpuinfo did not list 4 CPUs"
-}
-
-test_guest_command_output_and_exit_status_come_back() {
-	boot t4 "$VMLINUX" 1 128M "echo out-\$((6*7)); exit 3"
-	expect_status 0
-	expect_in "$out" "out-42"
-	expect_in "$out" "mote-init: command exited with status 3"
-}
-
-test_command_output_is_not_cut_short_at_power_off() {
-	# The tail of the output was once lost: queued in the guest tty when it powered off.
-	boot t22 "$VMLINUX" 1 128M "seq 1 3000; printf no-newline-at-end"
-	expect_status 0
-	has_line "$out" 3000 || fail "the last line of seq's output is missing"
-	expect_in "$out" "no-newline-at-end"
-}
-
-mem_total_kib() {
-	sed -n 's/^MemTotal: *\([0-9]*\) kB.*/\1/p' "$1" | head -1
-}
-
-check_memory() { # check_memory NAME SIZE_MIB
-	boot "$1" "$VMLINUX" 1 "$2M" "cat /proc/meminfo"
-	expect_status 0
-	local total
-	total=$(mem_total_kib "$out")
-	[ -n "$total" ] || { fail "no MemTotal in output"; return; }
-	# MemTotal is RAM minus what the kernel keeps for itself: between 85% and 100%.
-	local want=$(($2 * 1024))
-	[ "$total" -le "$want" ] && [ "$total" -ge $((want * 85 / 100)) ] ||
-		fail "MemTotal $total kB for --mem $2M"
-}
-
-test_guest_memory_matches_mem_option() {
-	check_memory t5 256
-}
-
-test_guest_memory_above_the_4g_gap_is_used() {
-	check_memory t6 4608
-}
-
-test_guest_reboot_ends_with_exit_zero() {
-	boot t7 "$VMLINUX" 2 128M "reboot -f"
-	expect_status 0
-	expect_in "$err" "guest reset"
-}
-
-test_guest_kernel_panic_is_a_distinct_failure() {
-	mote_run t8 run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
-		--cmdline "$BASE_CMDLINE rdinit=/does-not-exist"
-	expect_status 5
-	expect_in "$err" "Kernel panic"
-}
-
-test_missing_kernel_is_a_clear_error() {
-	mote_run t9 run --kernel "$WORK/no-such-kernel"
-	expect_status 4
-	expect_in "$err" "no-such-kernel"
-}
-
-test_empty_kernel_is_a_clear_error() {
-	: >"$WORK/empty"
-	mote_run t10 run --kernel "$WORK/empty"
-	expect_status 4
-	expect_in "$err" "empty"
-}
-
-test_garbage_and_truncated_kernels_are_clear_errors() {
-	head -c 1048576 /dev/urandom >"$WORK/garbage"
-	head -c 300000 "$VMLINUX" >"$WORK/truncated-vmlinux"
-	head -c 4000 "$BZIMAGE" >"$WORK/truncated-bzimage"
-	for k in garbage truncated-vmlinux truncated-bzimage; do
-		mote_run "t11-$k" run --kernel "$WORK/$k"
-		expect_status 4
-		grep -q "error:" "$err" || fail "$k: no error message"
-		grep -qi "sanitizer\|segmentation" "$err" && fail "$k: crashed"
-	done
-}
-
-test_bad_arguments_exit_with_code_two() {
-	mote_run t12 run --kernel "$VMLINUX" --cpus 0
-	expect_status 2
-	expect_in "$err" "--cpus"
-	[ "$(wc -l <"$err")" -eq 1 ] || fail "error is not one line"
-}
-
-test_console_file_receives_guest_output() {
-	boot t13 "$VMLINUX" 1 128M "echo to-the-file" --console "file:$WORK/console.log"
-	expect_status 0
-	expect_in "$WORK/console.log" "to-the-file"
-	grep -q "to-the-file" "$out" && fail "console output also went to stdout"
-}
-
-test_json_config_boots_the_same_guest() {
-	cat >"$WORK/vm.json" <<JSON
-{"boot-source": {"kernel_image_path": "$VMLINUX", "initrd_path": "$MOTE_INITRD",
-                 "boot_args": "$BASE_CMDLINE mote.run=nproc"},
- "machine-config": {"vcpu_count": 2, "mem_size_mib": 128}}
-JSON
-	mote_run t14 run --config "$WORK/vm.json"
-	expect_status 0
-	has_line "$out" 2 || fail "nproc did not print 2"
-}
-
-test_console_input_reaches_the_guest_shell() {
-	# Input typed before the guest's UART driver starts is flushed by it, as on real
-	# hardware: type only once the shell prompt is there.
-	mkfifo "$WORK/t15.in"
-	out=$WORK/t15.out
-	err=$WORK/t15.err
-	: >"$out"
-	(
-		for _ in $(seq 1 "$TIMEOUT"); do
-			grep -q '# ' "$out" && break
-			sleep 1
-		done
-		printf 'echo typed-$((6*7))\n'
-		sleep 2
-		printf 'exit 0\n'
-		# Keep the pipe open until mote is done, so input never ends early.
-		while [ ! -e "$WORK/t15.done" ]; do sleep 1; done
-	) >"$WORK/t15.in" &
-	local writer=$!
-	timeout -k 10 "$TIMEOUT" "$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
-		--cmdline "$BASE_CMDLINE mote.run=sh" <"$WORK/t15.in" >"$out" 2>"$err"
-	status=$?
-	touch "$WORK/t15.done"
-	wait "$writer" 2>/dev/null
-	expect_status 0
-	expect_in "$out" "typed-42"
-}
-
-test_bzimage_boots_to_init_with_one_vcpu() {
-	boot t17 "$BZIMAGE" 1 128M "nproc"
-	expect_status 0
-	expect_in "$out" "mote-init: boot complete"
-	has_line "$out" 1 || fail "nproc did not print 1"
-}
-
-test_thirty_two_vcpus_come_up() {
-	boot t18 "$VMLINUX" 32 256M "nproc"
-	expect_status 0
-	has_line "$out" 32 || fail "nproc did not print 32: $(tr '\n' '|' <"$out")"
-}
-
-test_two_vms_run_at_once_in_one_process() {
-	timeout -k 10 "$TIMEOUT" "$(dirname "$MOTE_BIN")/mote-test-two-vms" "$VMLINUX" "$MOTE_INITRD" \
-		"$WORK" >"$WORK/t19.out" 2>"$WORK/t19.err"
-	status=$?
-	err=$WORK/t19.err
-	expect_status 0
-	expect_in "$WORK/t19.out" "both powered off"
-}
-
-test_help_and_version() {
-	mote_run t20 --version
-	expect_status 0
-	expect_in "$out" "mote 0."
-	mote_run t21 --help
-	expect_status 0
-	expect_in "$out" "usage: mote run"
-}
-
-test_sigterm_stops_the_vm() {
-	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
-		--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\"" </dev/null >"$WORK/t16.out" 2>"$WORK/t16.err" &
-	local pid=$!
-	for _ in $(seq 1 "$TIMEOUT"); do
-		grep -q "boot complete" "$WORK/t16.out" 2>/dev/null && break
-		sleep 1
-	done
-	kill -TERM "$pid"
-	wait "$pid"
-	status=$?
-	err=$WORK/t16.err
-	expect_status 1
-	expect_in "$err" "stopped"
-}
+# The tests, one file per area; each defines test_* functions.
+here=$(cd "$(dirname "$0")" && pwd)
+for tests in "$here"/*_tests.sh; do
+	# shellcheck source=/dev/null
+	. "$tests"
+done
 
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	if [ -n "${MOTE_TEST_FILTER:-}" ] && ! [[ $t =~ $MOTE_TEST_FILTER ]]; then
