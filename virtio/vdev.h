@@ -1,0 +1,95 @@
+/* A virtio device model, apart from the transport that carries it (design.md: struct
+ * vdev_ops). The transport (virtio-mmio today) owns the registers, feature negotiation
+ * and the status state machine; the device owns its config space and its queues' work.
+ *
+ * Threads and locking: the transport calls every vdev_ops function with dev->lock held,
+ * from a vCPU thread (register accesses) or the VM's event thread (queue notifications).
+ * A device's own event callbacks (I/O completions) take dev->lock themselves. */
+#ifndef MOTE_VDEV_H
+#define MOTE_VDEV_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../vmm/guest_memory.h"
+#include "virtqueue.h"
+
+/* Device status bits (virtio 1.2 §2.1). */
+#define VIRTIO_STATUS_ACKNOWLEDGE 1u
+#define VIRTIO_STATUS_DRIVER 2u
+#define VIRTIO_STATUS_DRIVER_OK 4u
+#define VIRTIO_STATUS_FEATURES_OK 8u
+#define VIRTIO_STATUS_DEVICE_NEEDS_RESET 64u
+#define VIRTIO_STATUS_FAILED 128u
+
+/* Device-independent feature bits (§6). */
+#define VIRTIO_FEATURE_INDIRECT_DESC (1ULL << 28)
+#define VIRTIO_FEATURE_EVENT_IDX (1ULL << 29)
+#define VIRTIO_FEATURE_VERSION_1 (1ULL << 32)
+
+/* Device IDs (§5). */
+#define VIRTIO_ID_NET 1
+#define VIRTIO_ID_BLOCK 2
+#define VIRTIO_ID_VSOCK 19
+
+#define VDEV_MAX_QUEUES 8
+
+struct vdev;
+
+struct vdev_ops {
+	/* Feature bits the device offers; the transport adds VIRTIO_FEATURE_VERSION_1. */
+	uint64_t (*features)(struct vdev *dev);
+	/* Device-specific config space (§4.2.2: from offset 0x100 of a virtio-mmio window).
+	 * The transport has checked offset + len <= dev->config_size. */
+	void (*config_read)(struct vdev *dev, uint32_t offset, uint8_t *data, uint32_t len);
+	void (*config_write)(struct vdev *dev, uint32_t offset, const uint8_t *data, uint32_t len);
+	/* The driver set DRIVER_OK: dev->driver_features holds what was negotiated and the
+	 * queues the driver made ready are configured. 0, or a negative errno after which
+	 * the transport sets DEVICE_NEEDS_RESET. */
+	int (*activate)(struct vdev *dev);
+	/* The driver made buffers available on queue index q (only after activate). */
+	void (*queue_notify)(struct vdev *dev, uint16_t q);
+	/* The driver reset the device (§2.4): stop using the queues; requests in flight are
+	 * completed or cancelled before this returns, without touching the rings again. */
+	void (*reset)(struct vdev *dev);
+};
+
+/* What a device asks of its transport. */
+struct vdev_transport_ops {
+	void (*signal_used)(void *transport, uint16_t q); /* a used-buffer interrupt */
+	void (*signal_config)(void *transport);		  /* a config-change interrupt */
+	void (*needs_reset)(void *transport);		  /* the driver broke a rule */
+};
+
+struct vdev {
+	/* Set by the device before the transport is attached. */
+	const char *name; /* for messages, e.g. "virtio-blk rootfs" */
+	uint32_t device_id;
+	uint16_t queue_count;	 /* at most VDEV_MAX_QUEUES */
+	uint16_t queue_max_size; /* power of two, at most VIRTQ_MAX_SIZE */
+	uint32_t config_size;	 /* bytes of device config space */
+	const struct vdev_ops *ops;
+	void *impl; /* the device's own state */
+	struct guest_memory *mem;
+
+	/* Negotiation results and queues, written by the transport. */
+	uint64_t driver_features;
+	bool activated;
+	struct virtq queues[VDEV_MAX_QUEUES];
+
+	pthread_mutex_t lock;
+	const struct vdev_transport_ops *transport_ops;
+	void *transport;
+};
+
+/* Called by devices, with dev->lock held. */
+
+/* Interrupts the driver for queue q if it asked for it (virtq_should_notify) about the
+ * chains pushed since old_used_idx. */
+void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx);
+
+/* The driver broke the protocol: the device stops and waits for a reset (§2.1.2). */
+void vdev_needs_reset(struct vdev *dev);
+
+#endif
