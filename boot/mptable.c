@@ -34,7 +34,9 @@
 #define MP_IRQ_NMI 1
 #define MP_IRQ_EXTINT 3
 #define MP_APIC_ALL 0xff
-#define MP_ISA_IRQS 16
+/* KVM's IOAPIC has 24 pins (KVM_IOAPIC_NUM_PINS): 0-15 the ISA IRQs, 5-23 also carry
+ * the virtio-mmio devices' interrupts. */
+#define MP_IOAPIC_PINS 24
 
 struct mp_floating_pointer {
 	char signature[4]; /* "_MP_" */
@@ -106,7 +108,7 @@ _Static_assert(sizeof(struct mp_interrupt) == 8, "MP spec 4.3.4");
 #define MPTABLE_MAX_SIZE                                                                           \
 	(sizeof(struct mp_floating_pointer) + sizeof(struct mp_config_header) +                    \
 	 MOTE_MAX_CPUS * sizeof(struct mp_processor) + sizeof(struct mp_bus) +                     \
-	 sizeof(struct mp_ioapic) + (MP_ISA_IRQS + 2) * sizeof(struct mp_interrupt))
+	 sizeof(struct mp_ioapic) + (MP_IOAPIC_PINS + 2) * sizeof(struct mp_interrupt))
 
 /* Both structures are valid when all their bytes sum to 0 (MP spec 4.1, 4.2). */
 static uint8_t mp_checksum(const uint8_t *bytes, size_t len)
@@ -183,9 +185,10 @@ int mptable_write(struct guest_memory *mem, unsigned cpu_count, const struct mot
 	};
 	mp_put(buf, &off, &ioapic, sizeof(ioapic), &count);
 
-	/* ISA IRQ n on IOAPIC pin n: KVM's default GSI routing (irq_comm.c) does the same,
-	 * including the PIT on GSI 0. */
-	for (unsigned irq = 0; irq < MP_ISA_IRQS; irq++)
+	/* IRQ n on IOAPIC pin n: KVM's default GSI routing (irq_comm.c) does the same,
+	 * including the PIT on GSI 0. All on the ISA bus, so edge-triggered and active high
+	 * (MP spec 4.3.4, "conforms to the bus"): what an irqfd delivers. */
+	for (unsigned irq = 0; irq < MP_IOAPIC_PINS; irq++)
 		mp_put_interrupt(buf, &off, &count, MP_INTSRC, MP_IRQ_INT, (uint8_t)irq, ioapic_id,
 				 (uint8_t)irq);
 	/* Virtual wire mode (MP spec 3.6.2.2): the 8259 reaches the LAPICs through LINT0,

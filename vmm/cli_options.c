@@ -35,6 +35,7 @@ void cli_options_free(struct cli_options *opts)
 	free(opts->initrd);
 	free(opts->cmdline);
 	free(opts->console_path);
+	cli_disks_free(opts);
 	cli_options_init(opts);
 }
 
@@ -84,6 +85,7 @@ enum {
 	OPT_MEM,
 	OPT_CONSOLE,
 	OPT_CONFIG,
+	OPT_DISK,
 	OPT_QUIET,
 	OPT_HELP,
 };
@@ -96,6 +98,7 @@ static const struct option run_options[] = {
     {"mem", required_argument, NULL, OPT_MEM},
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"config", required_argument, NULL, OPT_CONFIG},
+    {"disk", required_argument, NULL, OPT_DISK},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -104,6 +107,7 @@ static const struct option run_options[] = {
 static int apply_run_option(struct cli_options *opts, int option, const char *arg, char *error,
 			    size_t error_len)
 {
+	struct cli_disk disk;
 	uint64_t bytes;
 	int ret;
 
@@ -131,6 +135,9 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 			return cli_error(error, error_len,
 					 "--console %s: must be stdio, none or file:PATH", arg);
 		return 0;
+	case OPT_DISK:
+		ret = cli_disk_parse(arg, &disk, error, error_len);
+		return ret ? ret : cli_disk_add(opts, &disk, error, error_len);
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;

@@ -16,6 +16,13 @@ enum cli_command {
 	CLI_COMMAND_RUN,
 };
 
+struct cli_disk {
+	char *path;
+	char *id; /* or NULL */
+	bool read_only;
+	bool root;
+};
+
 struct cli_options {
 	enum cli_command command;
 	char *kernel;
@@ -25,6 +32,8 @@ struct cli_options {
 	uint64_t mem_bytes;
 	enum mote_console console; /* MOTE_CONSOLE_FDS means stdio */
 	char *console_path;
+	unsigned disk_count;
+	struct cli_disk disks[MOTE_MAX_DISKS];
 	bool quiet;
 };
 
@@ -51,6 +60,18 @@ int cli_console_parse(struct cli_options *opts, const char *text);
 /* Writes a one-line reason into error and returns -EINVAL. */
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Parses a --disk value, "path=IMG[,ro][,id=NAME][,root]", into *disk (strings
+ * allocated). -EINVAL with a reason, -ENOMEM. */
+int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t error_len);
+
+/* Adds a disk, taking ownership of its strings (freed on error too). A disk with the
+ * id of one already present replaces it (a flag overrides the config file). -EINVAL
+ * with a reason: more than MOTE_MAX_DISKS, two root disks, an id over 20 bytes. */
+int cli_disk_add(struct cli_options *opts, struct cli_disk *disk, char *error, size_t error_len);
+
+/* Frees every disk's strings; disk_count becomes 0. */
+void cli_disks_free(struct cli_options *opts);
 
 /* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
 int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);

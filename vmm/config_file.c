@@ -4,6 +4,8 @@
  *   {"boot-source": {"kernel_image_path": "vmlinux", "initrd_path": "initrd.cpio.gz",
  *                    "boot_args": "console=ttyS0"},
  *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
+ *    "drives": [{"drive_id": "rootfs", "path_on_host": "rootfs.ext4",
+ *                "is_root_device": true, "is_read_only": false}],
  *    "console": "stdio"}
  * Unknown keys are errors, not ignored: a typo must not silently boot something else. */
 #include "cli_options.h"
@@ -100,6 +102,58 @@ static int apply_machine_config(struct cli_options *opts, const cJSON *section, 
 	return 0;
 }
 
+static int take_bool(const cJSON *item, const char *where, bool *field, char *error,
+		     size_t error_len)
+{
+	if (!cJSON_IsBool(item))
+		return config_error(error, error_len, "%s.%s must be true or false", where,
+				    item->string);
+	*field = cJSON_IsTrue(item);
+	return 0;
+}
+
+/* One element of "drives", Firecracker's shape; drive_id becomes the disk's id. */
+static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error, size_t error_len)
+{
+	struct cli_disk disk = {0};
+	const cJSON *item;
+	int ret = 0;
+
+	if (!cJSON_IsObject(drive))
+		return config_error(error, error_len, "each element of drives must be an object");
+	cJSON_ArrayForEach(item, drive)
+	{
+		if (strcmp(item->string, "drive_id") == 0)
+			ret = take_string(item, "drives[]", &disk.id, error, error_len);
+		else if (strcmp(item->string, "path_on_host") == 0)
+			ret = take_string(item, "drives[]", &disk.path, error, error_len);
+		else if (strcmp(item->string, "is_root_device") == 0)
+			ret = take_bool(item, "drives[]", &disk.root, error, error_len);
+		else if (strcmp(item->string, "is_read_only") == 0)
+			ret = take_bool(item, "drives[]", &disk.read_only, error, error_len);
+		else
+			ret =
+			    config_error(error, error_len, "unknown key drives[].%s", item->string);
+		if (ret)
+			break;
+	}
+	if (!ret && !disk.path)
+		ret = config_error(error, error_len, "drives[].path_on_host is required");
+	if (ret) {
+		free(disk.id);
+		free(disk.path);
+		return ret;
+	}
+	ret = cli_disk_add(opts, &disk, error, error_len);
+	if (ret) {
+		/* Prefix the reason the way every config error reads. */
+		char reason[CLI_ERROR_MAX];
+		snprintf(reason, sizeof(reason), "%s", error);
+		return config_error(error, error_len, "%s", reason);
+	}
+	return 0;
+}
+
 int config_file_apply(struct cli_options *opts, const char *text, char *error, size_t error_len)
 {
 	const char *end = NULL;
@@ -121,6 +175,14 @@ int config_file_apply(struct cli_options *opts, const char *text, char *error, s
 			ret = apply_boot_source(opts, item, error, error_len);
 		} else if (strcmp(item->string, "machine-config") == 0 && cJSON_IsObject(item)) {
 			ret = apply_machine_config(opts, item, error, error_len);
+		} else if (strcmp(item->string, "drives") == 0 && cJSON_IsArray(item)) {
+			const cJSON *drive;
+			cJSON_ArrayForEach(drive, item)
+			{
+				ret = apply_drive(opts, drive, error, error_len);
+				if (ret)
+					break;
+			}
 		} else if (strcmp(item->string, "console") == 0) {
 			if (!cJSON_IsString(item) || cli_console_parse(opts, item->valuestring))
 				ret = config_error(

@@ -8,6 +8,7 @@
 #ifndef MOTE_H
 #define MOTE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -39,6 +40,18 @@ enum mote_console {
 
 /* Everything needed to create a VM. Strings are borrowed: they must stay valid until
  * mote_vm_create() returns. Fill with mote_config_init() first. */
+#define MOTE_MAX_DISKS 16
+#define MOTE_DISK_ID_MAX 20 /* bytes of a virtio-blk serial (virtio 1.2 §5.2.6) */
+
+/* A virtio-blk disk on a raw image file. Disks appear to the guest as /dev/vda,
+ * /dev/vdb, ... in the order of mote_config.disks. */
+struct mote_disk {
+	const char *path; /* raw image file or block device; required */
+	const char *id;	  /* the serial the guest reads (GET_ID), at most 20 bytes; or NULL */
+	bool read_only;	  /* guest writes fail; the image is opened read-only */
+	bool root;	  /* the guest's root filesystem: root=/dev/vdX rw|ro on its cmdline */
+};
+
 struct mote_config {
 	const char *kernel_path; /* ELF vmlinux or bzImage; required */
 	const char *initrd_path; /* optional */
@@ -49,6 +62,8 @@ struct mote_config {
 	int console_in_fd;
 	int console_out_fd;
 	const char *console_path;
+	unsigned disk_count; /* 0..MOTE_MAX_DISKS; at most one with root set */
+	struct mote_disk disks[MOTE_MAX_DISKS];
 	/* CLOCK_MONOTONIC time the boot timer counts from (the CLI passes its process
 	 * start); 0: the moment mote_vm_create() is called. */
 	int64_t start_monotonic_ns;
@@ -82,10 +97,11 @@ struct mote_exit {
 
 struct mote_vm;
 
-/* Reads kernel and initrd, opens KVM, checks its capabilities, creates guest memory,
- * loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
+/* Reads kernel and initrd, opens and locks the disk images, opens KVM, checks its capabilities,
+ * creates guest memory, loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
  *   -EINVAL  a configuration value is out of range;
- *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel or initrd unusable;
+ *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
+ *   -EBUSY   a disk image is locked by another process (another VM uses it);
  *   -E2BIG   the command line is too long for the kernel;
  *   -ENODEV  /dev/kvm cannot be opened;  -ENOTSUP  KVM lacks a needed capability;
  *   others   a KVM or host resource call failed (the message says which). */

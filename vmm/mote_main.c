@@ -40,11 +40,15 @@ static const char usage[] =
     "  --cpus N             vCPUs, 1 to 32 (default 1)\n"
     "  --mem SIZE           guest memory: 128M, 2G, plain number = MiB (default 128M)\n"
     "  --console KIND       stdio (default), none, or file:PATH\n"
+    "  --disk path=IMG[,ro][,id=NAME][,root]\n"
+    "                       virtio-blk disk on a raw image, repeatable: /dev/vda, vdb, ...\n"
+    "                       in order; ro: read-only; id: serial the guest sees;\n"
+    "                       root: boot from it (root=/dev/vdX on the kernel command line)\n"
     "  --config FILE        JSON settings; flags given too override it\n"
     "  --quiet              no progress messages on stderr\n"
     "\n"
     "exit codes: 0 guest powered off or rebooted, 1 VM failed, 2 usage error,\n"
-    "            3 no usable KVM, 4 unusable kernel/initrd/console file, 5 guest panic\n";
+    "            3 no usable KVM, 4 unusable kernel/initrd/disk/console file, 5 guest panic\n";
 
 struct cli_context {
 	bool quiet;
@@ -131,6 +135,7 @@ static int exit_code_for_create_error(int err)
 	case -EFBIG:
 	case -ENOSPC:
 	case -E2BIG:
+	case -EBUSY:
 		return EXIT_BAD_IMAGE;
 	case -EINVAL:
 		return EXIT_USAGE;
@@ -156,6 +161,15 @@ static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64
 	config.mem_bytes = opts->mem_bytes;
 	config.console = opts->console;
 	config.console_path = opts->console_path;
+	config.disk_count = opts->disk_count;
+	for (unsigned i = 0; i < opts->disk_count; i++) {
+		config.disks[i] = (struct mote_disk){
+		    .path = opts->disks[i].path,
+		    .id = opts->disks[i].id,
+		    .read_only = opts->disks[i].read_only,
+		    .root = opts->disks[i].root,
+		};
+	}
 	config.start_monotonic_ns = start_ns;
 	config.log = cli_log;
 	config.log_opaque = ctx;

@@ -226,6 +226,28 @@ static int vm_check_config(const struct mote_config *config, const struct mote_l
 		log_error(log, "console file not named");
 		return -EINVAL;
 	}
+	if (config->disk_count > MOTE_MAX_DISKS) {
+		log_error(log, "%u disks: at most %d", config->disk_count, MOTE_MAX_DISKS);
+		return -EINVAL;
+	}
+	unsigned roots = 0;
+	for (unsigned i = 0; i < config->disk_count; i++) {
+		const struct mote_disk *disk = &config->disks[i];
+		if (!disk->path || !disk->path[0]) {
+			log_error(log, "disk %u: no image path", i);
+			return -EINVAL;
+		}
+		if (disk->id && strlen(disk->id) > MOTE_DISK_ID_MAX) {
+			log_error(log, "disk %s: id longer than %d bytes", disk->path,
+				  MOTE_DISK_ID_MAX);
+			return -EINVAL;
+		}
+		roots += disk->root;
+	}
+	if (roots > 1) {
+		log_error(log, "%u disks marked as root: at most one", roots);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -327,6 +349,58 @@ static int vm_register_devices(struct mote_vm *vm)
 	return ret;
 }
 
+/* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. Each image is
+ * opened and locked here, so a bad one is reported before anything runs. */
+static int vm_create_disks(struct mote_vm *vm, const struct mote_config *config)
+{
+	for (unsigned i = 0; i < config->disk_count; i++) {
+		const struct mote_disk *disk = &config->disks[i];
+		struct virtio_blk_options options = {
+		    .path = disk->path,
+		    .read_only = disk->read_only,
+		    .id = disk->id,
+		};
+		int ret =
+		    virtio_blk_create(&options, &vm->mem, &vm->events, &vm->log, &vm->disks[i]);
+		if (ret)
+			return ret;
+		vm->disk_count++;
+		ret = vm_virtio_attach(vm, virtio_blk_vdev(vm->disks[i]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* The guest's command line: the base (the user's or the default), then what the
+ * devices need. Parameters after " -- " go to init, not the kernel (kernel-parameters
+ * .rst), so ours go before it. */
+static void vm_build_cmdline(const struct mote_vm *vm, const struct mote_config *config,
+			     struct cmdline *cmdline)
+{
+	const char *base = config->cmdline ? config->cmdline : MOTE_DEFAULT_CMDLINE;
+	const char *init_args = strstr(base, " -- ");
+	char root[32];
+
+	if (init_args) {
+		char head[sizeof(cmdline->buf)];
+		snprintf(head, sizeof(head), "%.*s", (int)(init_args - base), base);
+		cmdline_init(cmdline, head);
+	} else {
+		cmdline_init(cmdline, base);
+	}
+	vm_virtio_announce(vm, cmdline);
+	for (unsigned i = 0; i < config->disk_count; i++) {
+		if (!config->disks[i].root)
+			continue;
+		snprintf(root, sizeof(root), "root=/dev/vd%c %s", 'a' + i,
+			 config->disks[i].read_only ? "ro" : "rw");
+		cmdline_append(cmdline, root);
+	}
+	if (init_args)
+		cmdline_append(cmdline, init_args + 1);
+}
+
 /* Kernel, initrd, command line, zero page, MP table and the boot page tables. */
 static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
 			 struct file_image *kernel_file, const struct file_image *initrd_file)
@@ -365,7 +439,7 @@ static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
 	cmdline = malloc(sizeof(*cmdline));
 	if (!cmdline)
 		return -ENOMEM;
-	cmdline_init(cmdline, config->cmdline ? config->cmdline : MOTE_DEFAULT_CMDLINE);
+	vm_build_cmdline(vm, config, cmdline);
 	ret = cmdline_check(cmdline,
 			    kernel.cmdline_size ? kernel.cmdline_size : LAYOUT_CMDLINE_MAX - 1);
 	if (ret) {
@@ -427,6 +501,8 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	vm->console_in_fd = -1;
 	vm->console_out_fd = -1;
 	vm->console_stop_fd = -1;
+	vm->events.epoll_fd = -1;
+	vm->events.stop_fd = -1;
 	vm->cpu_count = config->cpus;
 	for (unsigned i = 0; i < MOTE_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
@@ -447,8 +523,15 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 		ret = vm_create_kvm_vm(vm);
 	if (!ret)
 		ret = vm_setup_console(vm, config);
+	if (!ret) {
+		ret = event_loop_init(&vm->events);
+		if (ret)
+			log_error(&vm->log, "setting up the event thread: %s", strerror(-ret));
+	}
 	if (!ret)
 		ret = vm_register_devices(vm);
+	if (!ret)
+		ret = vm_create_disks(vm, config);
 	if (!ret)
 		ret = vm_load_guest(vm, config, &kernel_file, &initrd_file);
 	if (!ret)
@@ -476,6 +559,9 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		}
 		vm->console_thread_started = true;
 	}
+	ret = event_loop_start(&vm->events);
+	if (ret)
+		log_error(&vm->log, "starting the event thread: %s", strerror(-ret));
 	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
 		ret = vcpu_start(&vm->vcpus[i]);
 	if (ret)
@@ -493,6 +579,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->cpu_count; i++)
 		vcpu_join(&vm->vcpus[i]);
+	event_loop_stop(&vm->events);
 	if (vm->console_thread_started)
 		pthread_join(vm->console_thread, NULL);
 	vm->console_thread_started = false;
@@ -516,6 +603,13 @@ void mote_vm_destroy(struct mote_vm *vm)
 		if (vm->vcpus[i].vm)
 			vcpu_destroy(&vm->vcpus[i]);
 	}
+	/* Devices before memory: a disk waits for its requests in flight, which still
+	 * write into guest RAM. */
+	event_loop_stop(&vm->events);
+	for (unsigned i = 0; i < vm->disk_count; i++)
+		virtio_blk_destroy(vm->disks[i]);
+	vm_virtio_destroy(vm);
+	event_loop_destroy(&vm->events);
 	if (vm->vm_fd >= 0)
 		close(vm->vm_fd);
 	guest_memory_destroy(&vm->mem);

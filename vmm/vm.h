@@ -8,11 +8,14 @@
 #include "../devices/debug_port.h"
 #include "../devices/i8042.h"
 #include "../devices/serial.h"
+#include "../virtio/blk.h"
 #include "bus.h"
+#include "event_loop.h"
 #include "guest_memory.h"
 #include "kvm.h"
 #include "mote.h"
 #include "vcpu.h"
+#include "vm_virtio.h"
 
 struct mote_vm {
 	struct mote_log log;
@@ -31,6 +34,11 @@ struct mote_vm {
 	int console_stop_fd; /* eventfd that ends the console thread */
 	pthread_t console_thread;
 	bool console_thread_started;
+
+	struct event_loop events; /* the event thread: virtqueue notifications, I/O */
+	struct vm_virtio virtio;
+	unsigned disk_count;
+	struct virtio_blk *disks[MOTE_MAX_DISKS];
 
 	unsigned cpu_count;
 	struct vcpu vcpus[MOTE_MAX_CPUS];

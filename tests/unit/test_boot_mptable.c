@@ -128,9 +128,9 @@ static void config_table_length_and_count_cover_all_entries(void **state)
 
 	assert_int_equal(mptable_write(mem, 4, NULL), 0);
 	t = config_table(mem);
-	/* 4 CPUs, bus, IOAPIC, 16 I/O interrupts, 2 local interrupts. */
-	assert_int_equal(rd16(t + 34), 4 + 1 + 1 + 16 + 2);
-	assert_int_equal(rd16(t + 4), HDR_SIZE + 4 * CPU_ENTRY_SIZE + 20 * OTHER_ENTRY_SIZE);
+	/* 4 CPUs, bus, IOAPIC, 24 I/O interrupts, 2 local interrupts. */
+	assert_int_equal(rd16(t + 34), 4 + 1 + 1 + 24 + 2);
+	assert_int_equal(rd16(t + 4), HDR_SIZE + 4 * CPU_ENTRY_SIZE + 28 * OTHER_ENTRY_SIZE);
 }
 
 static void one_processor_entry_per_vcpu(void **state)
@@ -182,13 +182,13 @@ static void isa_bus_and_ioapic_after_the_cpus(void **state)
 	assert_int_equal(rd32(ioapic + 4), LAYOUT_IOAPIC_ADDR);
 }
 
-static void isa_irqs_map_to_the_same_ioapic_pin(void **state)
+static void every_irq_maps_to_the_same_ioapic_pin(void **state)
 {
 	struct guest_memory *mem = *state;
 
 	assert_int_equal(mptable_write(mem, 2, NULL), 0);
-	assert_int_equal(count_of_type(mem, 3), 16);
-	for (unsigned irq = 0; irq < 16; irq++) {
+	assert_int_equal(count_of_type(mem, 3), 24);
+	for (unsigned irq = 0; irq < 24; irq++) {
 		const uint8_t *e = entry_of_type(mem, 3, irq);
 
 		assert_int_equal(e[1], 0); /* INT */
@@ -248,7 +248,7 @@ int main(void)
 	    TEST(one_processor_entry_per_vcpu),
 	    TEST(processor_apic_ids_are_the_vcpu_index_and_only_cpu0_is_bsp),
 	    TEST(isa_bus_and_ioapic_after_the_cpus),
-	    TEST(isa_irqs_map_to_the_same_ioapic_pin),
+	    TEST(every_irq_maps_to_the_same_ioapic_pin),
 	    TEST(extint_goes_to_lint0_and_nmi_to_lint1),
 	    TEST(table_for_32_cpus_ends_before_1mib),
 	    TEST(more_than_32_cpus_are_rejected),

@@ -169,6 +169,15 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	    "{\"machine-config\": {\"mem_size_mib\": 1e300}}",
 	    "{\"console\": \"serial\"}",
 	    "{\"disks\": []}",
+	    "{\"drives\": {}}",
+	    "{\"drives\": [7]}",
+	    "{\"drives\": [{\"drive_id\": \"a\"}]}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\", \"is_read_only\": 1}]}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\", \"cache\": \"none\"}]}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\", \"is_root_device\": true}, "
+	    "{\"path_on_host\": \"/b\", \"is_root_device\": true}]}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\", \"drive_id\": "
+	    "\"an-id-longer-than-twenty\"}]}",
 	    "{\"boot-source\": \"vmlinux\"}",
 	};
 
@@ -202,6 +211,123 @@ static void flags_override_the_config_file(void **state)
 	assert_int_equal(parse(&o, error, args), 0);
 	assert_string_equal(o.kernel, "/from-file");
 	assert_int_equal(o.cpus, 4);
+	cli_options_free(&o);
+	unlink(path);
+}
+
+static void disks_come_in_order_with_their_flags(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run",
+			      "--kernel",
+			      "k",
+			      "--disk",
+			      "path=/root.img,root",
+			      "--disk",
+			      "path=/data.img,ro,id=data",
+			      NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_int_equal(o.disk_count, 2);
+	assert_string_equal(o.disks[0].path, "/root.img");
+	assert_true(o.disks[0].root);
+	assert_false(o.disks[0].read_only);
+	assert_null(o.disks[0].id);
+	assert_string_equal(o.disks[1].path, "/data.img");
+	assert_true(o.disks[1].read_only);
+	assert_false(o.disks[1].root);
+	assert_string_equal(o.disks[1].id, "data");
+	cli_options_free(&o);
+}
+
+static void bad_disk_options_are_rejected_with_a_reason(void **state)
+{
+	const char *cases[][2] = {
+	    {"ro", NULL},
+	    {"path=", NULL},
+	    {"path=/a,rw", NULL},
+	    {"path=/a,id=", NULL},
+	    {"path=/a,id=an-id-longer-than-twenty", NULL},
+	    {"path=/a,root", "path=/b,root"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cli_options o;
+		char error[CLI_ERROR_MAX] = "";
+		const char *args[] = {"run",	   "--kernel",	"k",
+				      "--disk",	   cases[i][0], cases[i][1] ? "--disk" : NULL,
+				      cases[i][1], NULL};
+
+		if (parse(&o, error, args) != -EINVAL)
+			fail_msg("accepted: %s %s", cases[i][0], cases[i][1] ? cases[i][1] : "");
+		assert_true(error[0] != '\0');
+		cli_options_free(&o);
+	}
+}
+
+static void too_many_disks_are_an_error(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	struct cli_disk disk;
+
+	(void)state;
+	cli_options_init(&o);
+	for (int i = 0; i < MOTE_MAX_DISKS; i++) {
+		assert_int_equal(cli_disk_parse("path=/x", &disk, error, sizeof(error)), 0);
+		assert_int_equal(cli_disk_add(&o, &disk, error, sizeof(error)), 0);
+	}
+	assert_int_equal(cli_disk_parse("path=/x", &disk, error, sizeof(error)), 0);
+	assert_int_equal(cli_disk_add(&o, &disk, error, sizeof(error)), -EINVAL);
+	assert_non_null(strstr(error, "at most"));
+	assert_int_equal(o.disk_count, MOTE_MAX_DISKS);
+	cli_options_free(&o);
+}
+
+static void config_drives_are_firecracker_shaped(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *json = "{\"drives\": [{\"drive_id\": \"rootfs\", \"path_on_host\": \"/r\", "
+			   "\"is_root_device\": true, \"is_read_only\": false}, "
+			   "{\"drive_id\": \"scratch\", \"path_on_host\": \"/s\", "
+			   "\"is_root_device\": false, \"is_read_only\": true}]}";
+
+	(void)state;
+	cli_options_init(&o);
+	assert_int_equal(config_file_apply(&o, json, error, sizeof(error)), 0);
+	assert_int_equal(o.disk_count, 2);
+	assert_string_equal(o.disks[0].id, "rootfs");
+	assert_string_equal(o.disks[0].path, "/r");
+	assert_true(o.disks[0].root);
+	assert_string_equal(o.disks[1].id, "scratch");
+	assert_true(o.disks[1].read_only);
+	cli_options_free(&o);
+}
+
+static void a_disk_flag_with_a_config_drives_id_replaces_it(void **state)
+{
+	char path[] = "/tmp/mote-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	const char *json = "{\"drives\": [{\"drive_id\": \"data\", \"path_on_host\": \"/old\"}, "
+			   "{\"drive_id\": \"root\", \"path_on_host\": \"/r\", "
+			   "\"is_root_device\": true}]}";
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, json, strlen(json)), (int)strlen(json));
+	close(fd);
+	const char *args[] = {"run",	"--kernel",	     "k", "--config", path,
+			      "--disk", "path=/new,id=data", NULL};
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_int_equal(o.disk_count, 2);
+	assert_string_equal(o.disks[0].path, "/new");
+	assert_string_equal(o.disks[1].path, "/r");
 	cli_options_free(&o);
 	unlink(path);
 }
@@ -250,6 +376,11 @@ int main(void)
 	    cmocka_unit_test(bad_config_json_is_rejected_with_a_reason),
 	    cmocka_unit_test(flags_override_the_config_file),
 	    cmocka_unit_test(missing_config_file_is_an_error),
+	    cmocka_unit_test(disks_come_in_order_with_their_flags),
+	    cmocka_unit_test(bad_disk_options_are_rejected_with_a_reason),
+	    cmocka_unit_test(too_many_disks_are_an_error),
+	    cmocka_unit_test(config_drives_are_firecracker_shaped),
+	    cmocka_unit_test(a_disk_flag_with_a_config_drives_id_replaces_it),
 	    cmocka_unit_test(sizes_accept_units_and_default_to_mib),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

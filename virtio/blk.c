@@ -1,0 +1,425 @@
+/* virtio-blk (virtio 1.2 §5.2): the device model around blk_request.c. It owns the
+ * image, its lock, the io_uring and the ring's completion eventfd, the config space,
+ * and the one request queue: a notification starts every chain available, a completion
+ * answers what finished, each pushing and interrupting once per batch.
+ *
+ * Requests in flight are kept by chain head: the driver cannot offer a head the device
+ * has not used yet (§2.7.13), so a head coming back while its request is busy is the
+ * driver breaking the queue, and the device asks for a reset. */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/fs.h>
+
+#include "blk.h"
+#include "blk_request.h"
+
+/* §5.2.4: the config space ends before the secure erase fields, whose feature is not
+ * offered. */
+#define BLK_CONFIG_SIZE offsetof(struct virtio_blk_config, max_secure_erase_sectors)
+
+/* Discards in whole 4 KiB blocks, the unit host filesystems deallocate in. */
+#define BLK_DISCARD_ALIGNMENT 8
+/* io_uring_submit() tries per batch when the kernel takes only part of it. */
+#define BLK_SUBMIT_ATTEMPTS 8
+
+struct virtio_blk {
+	struct vdev dev;
+	struct blk_disk disk;
+	char *name; /* "virtio-blk PATH", for messages */
+	struct mote_log log;
+	int event_fd; /* io_uring signals it for every completion */
+	bool ring_ready;
+	bool broken; /* the driver broke the queue: nothing more is taken until a reset */
+	struct virtio_blk_config config;
+	struct virtq_chain chain;		     /* virtq_pop() scratch */
+	struct blk_request requests[BLK_QUEUE_SIZE]; /* indexed by chain head */
+};
+
+static struct virtq *blk_queue(struct virtio_blk *blk)
+{
+	return &blk->dev.queues[0];
+}
+
+/* Hands the SQEs queued on the ring to the kernel. Submission stops early at an SQE
+ * the kernel refuses (it completes with an error) or on a transient shortage, so go on
+ * while SQEs are left, within a bound; what is still left goes with the next batch. */
+static void blk_submit(struct virtio_blk *blk)
+{
+	struct io_uring *ring = &blk->disk.ring;
+
+	for (unsigned i = 0; i < BLK_SUBMIT_ATTEMPTS && io_uring_sq_ready(ring) > 0; i++) {
+		int ret = io_uring_submit(ring);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+			log_error(&blk->log, "%s: io_uring submit: %s", blk->name, strerror(-ret));
+			return;
+		}
+	}
+}
+
+static void blk_push(struct virtio_blk *blk, const struct blk_request *req)
+{
+	/* Fails only when the queue was reset meanwhile: then there is no one to tell. */
+	(void)virtq_push(blk_queue(blk), req->head, req->used_len);
+}
+
+static void blk_break(struct virtio_blk *blk, const char *what)
+{
+	log_warn(&blk->log, "%s: %s; the device needs a reset", blk->name, what);
+	blk->broken = true;
+	vdev_needs_reset(&blk->dev);
+}
+
+static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
+{
+	if (chain->head >= BLK_QUEUE_SIZE || blk->requests[chain->head].busy) {
+		blk_break(blk, "the driver offered a chain still in flight");
+		return;
+	}
+	struct blk_request *req = &blk->requests[chain->head];
+	if (blk_request_start(&blk->disk, req, chain))
+		blk_push(blk, req);
+}
+
+/* Starts every chain available. With EVENT_IDX, once the ring looks empty the device
+ * tells the driver how far it has read and looks again: a chain the driver added in
+ * between brings no notification (§2.7.10). */
+static void blk_take_chains(struct virtio_blk *blk)
+{
+	struct virtq *vq = blk_queue(blk);
+	bool rearmed = false;
+
+	while (!blk->broken) {
+		int got = virtq_pop(vq, &blk->chain);
+		if (got < 0) {
+			blk_break(blk, "broken descriptor chain");
+			return;
+		}
+		if (got == 0) {
+			if (rearmed || !vq->event_idx)
+				return;
+			virtq_set_avail_event(vq);
+			rearmed = true;
+			continue;
+		}
+		rearmed = false;
+		blk_start(blk, &blk->chain);
+	}
+}
+
+/* The event-loop handler of the ring's eventfd: answers the requests that finished and
+ * continues those that need more I/O (short transfers, further ranges). */
+static void blk_on_completion(void *opaque)
+{
+	struct virtio_blk *blk = opaque;
+	struct vdev *dev = &blk->dev;
+	struct io_uring_cqe *cqe;
+	uint64_t count;
+
+	/* Consumed before reaping: a completion posted after this read signals again. */
+	if (read(blk->event_fd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		log_warn(&blk->log, "%s: completion eventfd: %s", blk->name, strerror(errno));
+
+	pthread_mutex_lock(&dev->lock);
+	uint16_t old_used_idx = blk_queue(blk)->used_idx;
+	while (io_uring_peek_cqe(&blk->disk.ring, &cqe) == 0) {
+		struct blk_request *req = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&blk->disk.ring, cqe);
+		if (blk_request_complete(&blk->disk, req, res))
+			blk_push(blk, req);
+	}
+	blk_submit(blk);
+	if (blk_queue(blk)->used_idx != old_used_idx)
+		vdev_notify_used(dev, 0, old_used_idx);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+/* Waits for every completion still owed and drops its request unanswered: after a
+ * reset the device must not touch the rings (§2.4), and at destroy there are none. */
+static void blk_drain(struct virtio_blk *blk)
+{
+	struct io_uring *ring = &blk->disk.ring;
+
+	while (blk->disk.in_flight > 0) {
+		struct io_uring_cqe *cqe;
+
+		blk_submit(blk);
+		int err = io_uring_wait_cqe(ring, &cqe);
+		if (err == -EINTR || err == -EAGAIN)
+			continue;
+		if (err < 0) {
+			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,
+				  blk->disk.in_flight, strerror(-err));
+			return;
+		}
+		struct blk_request *req = io_uring_cqe_get_data(cqe);
+		io_uring_cqe_seen(ring, cqe);
+		blk_request_drop(&blk->disk, req);
+	}
+}
+
+static uint64_t blk_features(struct vdev *dev)
+{
+	struct virtio_blk *blk = dev->impl;
+	/* §5.2.3. No CONFIG_WCE: the cache is always writeback, and FLUSH makes it
+	 * stable. No MQ: one request queue. */
+	uint64_t features = (1ULL << VIRTIO_BLK_F_SEG_MAX) | (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
+			    (1ULL << VIRTIO_BLK_F_FLUSH) | (1ULL << VIRTIO_BLK_F_DISCARD) |
+			    (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) | VIRTIO_FEATURE_INDIRECT_DESC |
+			    VIRTIO_FEATURE_EVENT_IDX;
+
+	if (blk->disk.read_only)
+		features |= 1ULL << VIRTIO_BLK_F_RO;
+	return features;
+}
+
+static void blk_config_read(struct vdev *dev, uint32_t offset, uint8_t *data, uint32_t len)
+{
+	struct virtio_blk *blk = dev->impl;
+
+	/* The transport checked the range against config_size; this keeps the copy
+	 * inside the struct whatever it did. */
+	memset(data, 0, len);
+	if (offset <= sizeof(blk->config) && len <= sizeof(blk->config) - offset)
+		memcpy(data, (const uint8_t *)&blk->config + offset, len);
+}
+
+static void blk_config_write(struct vdev *dev, uint32_t offset, const uint8_t *data, uint32_t len)
+{
+	/* The only writable field, writeback, needs CONFIG_WCE, which is not offered. */
+	(void)dev;
+	(void)offset;
+	(void)data;
+	(void)len;
+}
+
+static int blk_activate(struct vdev *dev)
+{
+	(void)dev;
+	return 0;
+}
+
+static void blk_queue_notify(struct vdev *dev, uint16_t q)
+{
+	struct virtio_blk *blk = dev->impl;
+	uint16_t old_used_idx = blk_queue(blk)->used_idx;
+
+	if (q != 0 || blk->broken)
+		return;
+	blk_take_chains(blk);
+	blk_submit(blk);
+	/* Chains answered at once: errors, GET_ID, empty transfers. */
+	if (blk_queue(blk)->used_idx != old_used_idx)
+		vdev_notify_used(dev, 0, old_used_idx);
+}
+
+static void blk_reset(struct vdev *dev)
+{
+	struct virtio_blk *blk = dev->impl;
+
+	blk_drain(blk);
+	virtq_reset(blk_queue(blk));
+	blk->broken = false;
+}
+
+static const struct vdev_ops blk_ops = {
+    .features = blk_features,
+    .config_read = blk_config_read,
+    .config_write = blk_config_write,
+    .activate = blk_activate,
+    .queue_notify = blk_queue_notify,
+    .reset = blk_reset,
+};
+
+/* Reports what failed with errno and returns it negated. */
+static int blk_host_error(const struct virtio_blk *blk, const char *path, const char *what)
+{
+	int err = errno;
+
+	log_error(&blk->log, "disk %s: %s: %s", path, what, strerror(err));
+	return -err;
+}
+
+static int blk_not_a_disk(const struct virtio_blk *blk, const char *path)
+{
+	log_error(&blk->log, "disk %s: not a regular file or block device", path);
+	return -EISDIR;
+}
+
+/* Opens and locks the image and sizes the disk. */
+static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_options *options)
+{
+	const char *path = options->path;
+	/* O_NONBLOCK only for open(): a FIFO must not hang it. It is dropped below, or
+	 * io_uring would answer -EAGAIN rather than wait on the file. */
+	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
+	struct stat st;
+	uint64_t size;
+
+	blk->disk.fd = open(path, flags);
+	if (blk->disk.fd < 0)
+		return errno == EISDIR ? blk_not_a_disk(blk, path)
+				       : blk_host_error(blk, path, "cannot open");
+	if (fstat(blk->disk.fd, &st) != 0)
+		return blk_host_error(blk, path, "fstat");
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return blk_not_a_disk(blk, path);
+	int fl = fcntl(blk->disk.fd, F_GETFL);
+	if (fl < 0 || fcntl(blk->disk.fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return blk_host_error(blk, path, "fcntl");
+	if (S_ISREG(st.st_mode))
+		size = (uint64_t)st.st_size;
+	else if (ioctl(blk->disk.fd, BLKGETSIZE64, &size) != 0)
+		return blk_host_error(blk, path, "BLKGETSIZE64");
+	/* Rounded up: the tail of a partial last sector reads as zeros. */
+	blk->disk.capacity = size / BLK_SECTOR_SIZE + (size % BLK_SECTOR_SIZE != 0);
+	blk->disk.read_only = options->read_only;
+
+	/* Never wait for the lock: two VMs writing one image is an error, not a queue. */
+	if (flock(blk->disk.fd, (options->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+		if (errno != EWOULDBLOCK)
+			return blk_host_error(blk, path, "cannot lock");
+		log_error(&blk->log, "disk %s: locked by another process (is another VM using it?)",
+			  path);
+		return -EBUSY;
+	}
+	return 0;
+}
+
+static int blk_setup_ring(struct virtio_blk *blk, const char *path)
+{
+	int err = io_uring_queue_init(BLK_QUEUE_SIZE, &blk->disk.ring, 0);
+
+	if (err < 0) {
+		log_error(&blk->log, "disk %s: io_uring setup: %s", path, strerror(-err));
+		return err;
+	}
+	blk->ring_ready = true;
+	blk->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (blk->event_fd < 0) {
+		err = -errno;
+		log_error(&blk->log, "disk %s: eventfd: %s", path, strerror(-err));
+		return err;
+	}
+	err = io_uring_register_eventfd(&blk->disk.ring, blk->event_fd);
+	if (err < 0) {
+		log_error(&blk->log, "disk %s: io_uring eventfd: %s", path, strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+static void blk_fill_config(struct virtio_blk *blk)
+{
+	struct virtio_blk_config *config = &blk->config;
+
+	/* §5.2.4, little-endian. */
+	config->capacity = htole64(blk->disk.capacity);
+	config->seg_max = htole32(BLK_SEG_MAX);
+	config->blk_size = htole32(BLK_SECTOR_SIZE);
+	config->max_discard_sectors = htole32(BLK_MAX_RANGE_SECTORS);
+	config->max_discard_seg = htole32(BLK_MAX_RANGES);
+	config->discard_sector_alignment = htole32(BLK_DISCARD_ALIGNMENT);
+	config->max_write_zeroes_sectors = htole32(BLK_MAX_RANGE_SECTORS);
+	config->max_write_zeroes_seg = htole32(BLK_MAX_RANGES);
+	/* Write zeroes with unmap punches a hole. */
+	config->write_zeroes_may_unmap = 1;
+}
+
+static void blk_free(struct virtio_blk *blk)
+{
+	if (blk->ring_ready)
+		io_uring_queue_exit(&blk->disk.ring);
+	if (blk->event_fd >= 0)
+		close(blk->event_fd);
+	if (blk->disk.fd >= 0)
+		close(blk->disk.fd); /* and the lock with it */
+	free(blk->name);
+	free(blk);
+}
+
+int virtio_blk_create(const struct virtio_blk_options *options, struct guest_memory *mem,
+		      struct event_loop *loop, const struct mote_log *log,
+		      struct virtio_blk **blk_out)
+{
+	if (!options || !options->path || !mem || !loop) {
+		log_error(log, "virtio-blk: no image, guest memory or event loop");
+		return -EINVAL;
+	}
+	size_t id_len = options->id ? strlen(options->id) : 0;
+	if (id_len > VIRTIO_BLK_ID_MAX) {
+		log_error(log, "disk %s: id \"%s\" is longer than %d bytes", options->path,
+			  options->id, VIRTIO_BLK_ID_MAX);
+		return -EINVAL;
+	}
+
+	struct virtio_blk *blk = calloc(1, sizeof(*blk));
+	if (!blk)
+		return -ENOMEM;
+	blk->disk.fd = -1;
+	blk->event_fd = -1;
+	if (log)
+		blk->log = *log;
+	if (asprintf(&blk->name, "virtio-blk %s", options->path) < 0) {
+		blk->name = NULL;
+		blk_free(blk);
+		return -ENOMEM;
+	}
+	memcpy(blk->disk.id, options->id ? options->id : "", id_len);
+
+	int err = blk_open_image(blk, options);
+	if (!err)
+		err = blk_setup_ring(blk, options->path);
+	if (err) {
+		blk_free(blk);
+		return err;
+	}
+	blk_fill_config(blk);
+	blk->dev = (struct vdev){
+	    .name = blk->name,
+	    .device_id = VIRTIO_ID_BLOCK,
+	    .queue_count = 1,
+	    .queue_max_size = BLK_QUEUE_SIZE,
+	    .config_size = BLK_CONFIG_SIZE,
+	    .ops = &blk_ops,
+	    .impl = blk,
+	    .mem = mem,
+	};
+	pthread_mutex_init(&blk->dev.lock, NULL);
+
+	/* Last: the loop cannot forget an fd, and the handler may run from here on. */
+	err = event_loop_add(loop, blk->event_fd, blk_on_completion, blk);
+	if (err) {
+		log_error(log, "disk %s: watching completions: %s", options->path, strerror(-err));
+		pthread_mutex_destroy(&blk->dev.lock);
+		blk_free(blk);
+		return err;
+	}
+	*blk_out = blk;
+	return 0;
+}
+
+struct vdev *virtio_blk_vdev(struct virtio_blk *blk)
+{
+	return &blk->dev;
+}
+
+void virtio_blk_destroy(struct virtio_blk *blk)
+{
+	if (!blk)
+		return;
+	blk_drain(blk);
+	pthread_mutex_destroy(&blk->dev.lock);
+	blk_free(blk);
+}

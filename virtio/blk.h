@@ -1,0 +1,49 @@
+/* virtio-blk (virtio 1.2 §5.2) on a raw image file, with its I/O on io_uring
+ * (liburing): many requests in flight per queue; IN, OUT, FLUSH, GET_ID, DISCARD and
+ * WRITE_ZEROES; read-only disks. FLUSH is an fdatasync, and the request is answered only
+ * after it completed: what the guest flushed survives a kill -9 of the monitor.
+ *
+ * The driver is not trusted. A request that breaks a rule (short header, data not a
+ * whole number of sectors or beyond the capacity, a write to a read-only disk) fails
+ * alone with VIRTIO_BLK_S_IOERR, an unknown one with VIRTIO_BLK_S_UNSUPP; a chain with
+ * no writable byte for the status goes back with nothing written (used length 0). Only
+ * a broken queue — a chain virtq_pop() refuses, or a head offered again while the
+ * device still owns it — stops the device until a reset (DEVICE_NEEDS_RESET). */
+#ifndef MOTE_VIRTIO_BLK_H
+#define MOTE_VIRTIO_BLK_H
+
+#include <stdbool.h>
+
+#include "../vmm/event_loop.h"
+#include "../vmm/guest_memory.h"
+#include "../vmm/log.h"
+#include "vdev.h"
+
+/* VIRTIO_BLK_ID_BYTES (§5.2.6): the serial GET_ID returns, NUL-padded. */
+#define VIRTIO_BLK_ID_MAX 20
+
+struct virtio_blk_options {
+	const char *path; /* raw image file */
+	bool read_only;	  /* offer VIRTIO_BLK_F_RO; writes fail with VIRTIO_BLK_S_IOERR */
+	const char *id;	  /* GET_ID answer, at most VIRTIO_BLK_ID_MAX bytes; NULL: none */
+};
+
+struct virtio_blk;
+
+/* Opens the image and takes a lock on it (exclusive for a writable disk, shared for a
+ * read-only one, never waiting: two VMs cannot write one image), sets up its io_uring
+ * and watches the ring's completion eventfd on loop. Errors, each with a message on log
+ * naming the file: -ENOENT, -EACCES, -EISDIR (not a regular file or block device),
+ * -EBUSY (locked by another process), -EINVAL (bad options), others from the host. */
+int virtio_blk_create(const struct virtio_blk_options *options, struct guest_memory *mem,
+		      struct event_loop *loop, const struct mote_log *log,
+		      struct virtio_blk **blk_out);
+
+/* The device model the transport carries. */
+struct vdev *virtio_blk_vdev(struct virtio_blk *blk);
+
+/* Waits for requests in flight, then closes the image and the ring; blk may be NULL.
+ * The event loop must no longer run (or no longer watch this device). */
+void virtio_blk_destroy(struct virtio_blk *blk);
+
+#endif

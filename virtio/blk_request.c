@@ -1,0 +1,371 @@
+/* virtio-blk requests (virtio 1.2 §5.2.6) on io_uring. Nothing in a chain is trusted:
+ * the header is copied out once, every length is checked against the chain and the
+ * capacity before any I/O, and the image is only ever read or written through iovecs
+ * that lie inside the chain's own segments (guest RAM) or the disk's zero page. */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include <linux/falloc.h>
+
+#include "blk_request.h"
+
+#define BLK_HEADER_SIZE sizeof(struct virtio_blk_outhdr)
+#define BLK_RANGE_SIZE sizeof(struct virtio_blk_discard_write_zeroes)
+/* -EAGAIN or -EINTR this many times in a row fails the request instead of spinning. */
+#define BLK_MAX_RETRIES 8
+
+static bool queue_current(struct blk_disk *disk, struct blk_request *req);
+
+/* Writes the status byte. On success the driver gets data_len bytes back (IN, GET_ID);
+ * on failure only the status byte means anything. */
+static bool answer(struct blk_request *req, uint8_t status)
+{
+	uint32_t data = status == VIRTIO_BLK_S_OK ? req->data_len : 0;
+
+	*req->status = status;
+	req->used_len = data + 1;
+	req->busy = false;
+	return true;
+}
+
+static bool in_capacity(const struct blk_disk *disk, uint64_t sector, uint64_t sectors)
+{
+	return sector <= disk->capacity && sectors <= disk->capacity - sector;
+}
+
+static bool is_write(const struct blk_request *req)
+{
+	return req->type == VIRTIO_BLK_T_OUT || req->writing_zeroes;
+}
+
+static bool queued(struct blk_disk *disk, struct io_uring_sqe *sqe, struct blk_request *req)
+{
+	io_uring_sqe_set_data(sqe, req);
+	disk->in_flight++;
+	return false;
+}
+
+/* Points req->iov at len bytes of the segments seg[0, n), after their first skip bytes.
+ * False when that takes more than BLK_SEG_MAX iovecs. */
+static bool map_segments(struct blk_request *req, const struct virtq_segment *seg, uint32_t n,
+			 uint64_t skip, uint64_t len)
+{
+	req->iov_first = 0;
+	req->iov_count = 0;
+	for (uint32_t i = 0; i < n && len > 0; i++) {
+		if (skip >= seg[i].len) {
+			skip -= seg[i].len;
+			continue;
+		}
+		uint64_t step = seg[i].len - skip;
+		if (step > len)
+			step = len;
+		if (req->iov_count == BLK_SEG_MAX)
+			return false;
+		req->iov[req->iov_count++] =
+		    (struct iovec){(uint8_t *)seg[i].host + skip, (size_t)step};
+		len -= step;
+		skip = 0;
+	}
+	return true;
+}
+
+/* A write-zeroes fallback writes from the zero page, as many pages per SQE as iovecs. */
+static void map_zero_page(struct blk_disk *disk, struct blk_request *req)
+{
+	uint64_t left = req->remaining;
+
+	req->iov_first = 0;
+	req->iov_count = 0;
+	while (left > 0 && req->iov_count < BLK_SEG_MAX) {
+		size_t step = left < BLK_ZERO_PAGE_SIZE ? (size_t)left : BLK_ZERO_PAGE_SIZE;
+		req->iov[req->iov_count++] = (struct iovec){disk->zero_page, step};
+		left -= step;
+	}
+}
+
+/* Drops the first n bytes of the transfer (a completion's worth). */
+static void consume(struct blk_request *req, uint64_t n)
+{
+	if (n > req->remaining)
+		n = req->remaining;
+	req->offset += n;
+	req->remaining -= n;
+	while (n > 0 && req->iov_count > 0) {
+		struct iovec *v = &req->iov[req->iov_first];
+		if (n < v->iov_len) {
+			v->iov_base = (uint8_t *)v->iov_base + n;
+			v->iov_len -= n;
+			return;
+		}
+		n -= v->iov_len;
+		req->iov_first++;
+		req->iov_count--;
+	}
+}
+
+static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
+
+	if (!sqe)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (req->writing_zeroes)
+		map_zero_page(disk, req);
+	const struct iovec *iov = req->iov + req->iov_first;
+	if (is_write(req))
+		io_uring_prep_writev(sqe, disk->fd, iov, req->iov_count, req->offset);
+	else
+		io_uring_prep_readv(sqe, disk->fd, iov, req->iov_count, req->offset);
+	return queued(disk, sqe, req);
+}
+
+/* IN and OUT (§5.2.6): the data is the readable part after the header (OUT) or the
+ * writable part before the status byte (IN), a whole number of sectors inside the
+ * capacity. The driver may split it into segments as it likes, header and status
+ * included (there is no fixed layout in virtio 1.x, §2.7.4). */
+static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
+			   const struct virtq_chain *chain, uint64_t sector)
+{
+	uint64_t len;
+	bool mapped;
+
+	if (req->type == VIRTIO_BLK_T_OUT) {
+		/* §5.2.6.2: a read-only device fails writes and writes nothing. */
+		if (disk->read_only)
+			return answer(req, VIRTIO_BLK_S_IOERR);
+		len = chain->readable_len - BLK_HEADER_SIZE;
+		mapped = map_segments(req, chain->seg, chain->readable_count, BLK_HEADER_SIZE, len);
+	} else {
+		len = chain->writable_len - 1;
+		mapped = map_segments(req, chain->seg + chain->readable_count,
+				      chain->count - chain->readable_count, 0, len);
+		/* A chain is at most 2^32 bytes and the header takes 16 of them. */
+		req->data_len = (uint32_t)len;
+	}
+	if (len % BLK_SECTOR_SIZE || !in_capacity(disk, sector, len / BLK_SECTOR_SIZE) || !mapped)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (len == 0)
+		return answer(req, VIRTIO_BLK_S_OK);
+	req->offset = sector * BLK_SECTOR_SIZE;
+	req->remaining = len;
+	return queue_transfer(disk, req);
+}
+
+static bool transfer_done(struct blk_disk *disk, struct blk_request *req, int res)
+{
+	if (res < 0)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (res > 0) {
+		consume(req, (uint64_t)res);
+	} else if (is_write(req)) {
+		return answer(req, VIRTIO_BLK_S_IOERR); /* no progress: never loop on it */
+	} else {
+		/* End of file inside the capacity: the image is not a whole number of
+		 * sectors (the capacity rounds up) or it shrank. Those bytes read as zero. */
+		for (unsigned i = 0; i < req->iov_count; i++)
+			memset(req->iov[req->iov_first + i].iov_base, 0,
+			       req->iov[req->iov_first + i].iov_len);
+		consume(req, req->remaining);
+	}
+	if (req->remaining > 0)
+		return queue_transfer(disk, req); /* a short transfer: the rest */
+	if (!req->writing_zeroes)
+		return answer(req, VIRTIO_BLK_S_OK);
+	req->writing_zeroes = false;
+	req->range_next++;
+	return queue_current(disk, req);
+}
+
+/* FLUSH is fdatasync. IOSQE_IO_DRAIN starts it only after every SQE submitted before it
+ * has completed, so it covers every write the driver has seen completed, and more
+ * (§5.2.6.2: a write is stable once a flush sent after its completion completed). */
+static bool queue_flush(struct blk_disk *disk, struct blk_request *req)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
+
+	if (!sqe)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	io_uring_prep_fsync(sqe, disk->fd, IORING_FSYNC_DATASYNC);
+	io_uring_sqe_set_flags(sqe, IOSQE_IO_DRAIN);
+	return queued(disk, sqe, req);
+}
+
+/* §5.2.6: the ID is a NUL-padded string of up to 20 bytes, unterminated at 20. */
+static bool get_id(struct blk_disk *disk, struct blk_request *req, const struct virtq_chain *chain)
+{
+	uint64_t room = chain->writable_len - 1;
+	size_t n = room < VIRTIO_BLK_ID_MAX ? (size_t)room : VIRTIO_BLK_ID_MAX;
+
+	if (virtq_chain_write(chain, 0, disk->id, n) != 0)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	req->data_len = (uint32_t)n;
+	return answer(req, VIRTIO_BLK_S_OK);
+}
+
+/* DISCARD and WRITE_ZEROES carry their ranges as the data after the header (§5.2.6).
+ * All of them are checked before the first is carried out. */
+static bool start_ranges(struct blk_disk *disk, struct blk_request *req,
+			 const struct virtq_chain *chain)
+{
+	bool discard = req->type == VIRTIO_BLK_T_DISCARD;
+	uint64_t len = chain->readable_len - BLK_HEADER_SIZE;
+	uint64_t count = len / BLK_RANGE_SIZE;
+
+	if (disk->read_only)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (len == 0 || len % BLK_RANGE_SIZE || count > BLK_MAX_RANGES)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	for (unsigned i = 0; i < count; i++) {
+		struct virtio_blk_discard_write_zeroes range;
+
+		if (virtq_chain_read(chain, BLK_HEADER_SIZE + i * BLK_RANGE_SIZE, &range,
+				     sizeof(range)) != 0)
+			return answer(req, VIRTIO_BLK_S_IOERR);
+		uint64_t sector = le64toh(range.sector);
+		uint32_t sectors = le32toh(range.num_sectors);
+		uint32_t flags = le32toh(range.flags);
+		/* §5.2.6.2: unknown flags, and unmap on a discard, are unsupported. */
+		if ((flags & ~VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) || (discard && flags))
+			return answer(req, VIRTIO_BLK_S_UNSUPP);
+		if (sectors > BLK_MAX_RANGE_SECTORS || !in_capacity(disk, sector, sectors))
+			return answer(req, VIRTIO_BLK_S_IOERR);
+		/* Unmap lets the device deallocate, provided reads return zeroes. */
+		bool punch = discard || (flags & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+		req->range[i] = (struct blk_range){
+		    .offset = sector * BLK_SECTOR_SIZE,
+		    .len = (uint64_t)sectors * BLK_SECTOR_SIZE,
+		    .mode =
+			(punch ? FALLOC_FL_PUNCH_HOLE : FALLOC_FL_ZERO_RANGE) | FALLOC_FL_KEEP_SIZE,
+		};
+	}
+	req->range_count = (unsigned)count;
+	return queue_current(disk, req);
+}
+
+/* The next non-empty range, or the answer when none is left. */
+static bool queue_range(struct blk_disk *disk, struct blk_request *req)
+{
+	while (req->range_next < req->range_count && req->range[req->range_next].len == 0)
+		req->range_next++;
+	if (req->range_next == req->range_count)
+		return answer(req, VIRTIO_BLK_S_OK);
+
+	const struct blk_range *range = &req->range[req->range_next];
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
+	if (!sqe)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	io_uring_prep_fallocate(sqe, disk->fd, range->mode, (off_t)range->offset,
+				(off_t)range->len);
+	return queued(disk, sqe, req);
+}
+
+static bool range_done(struct blk_disk *disk, struct blk_request *req, int res)
+{
+	const struct blk_range *range = &req->range[req->range_next];
+
+	if (req->type == VIRTIO_BLK_T_WRITE_ZEROES && (res == -EOPNOTSUPP || res == -EINVAL)) {
+		/* The filesystem cannot zero or punch this range (tmpfs has no
+		 * ZERO_RANGE): write zeros, since reads must return zeroes (§5.2.6.2). */
+		req->writing_zeroes = true;
+		req->offset = range->offset;
+		req->remaining = range->len;
+		return queue_transfer(disk, req);
+	}
+	/* A discard only allows deallocation (§5.2.6.2); one the host cannot do is done. */
+	if (req->type == VIRTIO_BLK_T_DISCARD && res == -EOPNOTSUPP)
+		res = 0;
+	if (res < 0)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	req->range_next++;
+	return queue_range(disk, req);
+}
+
+/* Queues again whatever step the request is at: after -EAGAIN/-EINTR, or a range done. */
+static bool queue_current(struct blk_disk *disk, struct blk_request *req)
+{
+	switch (req->type) {
+	case VIRTIO_BLK_T_IN:
+	case VIRTIO_BLK_T_OUT:
+		return queue_transfer(disk, req);
+	case VIRTIO_BLK_T_FLUSH:
+		return queue_flush(disk, req);
+	default:
+		return req->writing_zeroes ? queue_transfer(disk, req) : queue_range(disk, req);
+	}
+}
+
+bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
+		       const struct virtq_chain *chain)
+{
+	struct virtio_blk_outhdr header;
+
+	req->busy = true;
+	req->head = chain->head;
+	req->type = 0;
+	req->status = NULL;
+	req->used_len = 0;
+	req->offset = 0;
+	req->remaining = 0;
+	req->data_len = 0;
+	req->iov_first = 0;
+	req->iov_count = 0;
+	req->retries = 0;
+	req->range_count = 0;
+	req->range_next = 0;
+	req->writing_zeroes = false;
+
+	/* The status byte is the chain's last writable byte (§5.2.6). A chain without one
+	 * cannot be answered: it goes back with nothing written (used length 0), which
+	 * no driver can take for a success, and the device carries on. */
+	if (chain->count == chain->readable_count) {
+		req->busy = false;
+		return true;
+	}
+	const struct virtq_segment *last = &chain->seg[chain->count - 1];
+	req->status = (uint8_t *)last->host + last->len - 1;
+
+	/* The 16-byte header must be readable, whole. */
+	if (virtq_chain_read(chain, 0, &header, sizeof(header)) != 0)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	req->type = le32toh(header.type);
+	uint64_t sector = le64toh(header.sector);
+
+	switch (req->type) {
+	case VIRTIO_BLK_T_IN:
+	case VIRTIO_BLK_T_OUT:
+		return start_transfer(disk, req, chain, sector);
+	case VIRTIO_BLK_T_FLUSH:
+		return queue_flush(disk, req);
+	case VIRTIO_BLK_T_GET_ID:
+		return get_id(disk, req, chain);
+	case VIRTIO_BLK_T_DISCARD:
+	case VIRTIO_BLK_T_WRITE_ZEROES:
+		return start_ranges(disk, req, chain);
+	default:
+		return answer(req, VIRTIO_BLK_S_UNSUPP);
+	}
+}
+
+bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res)
+{
+	disk->in_flight--;
+	if (res == -EAGAIN || res == -EINTR) {
+		if (req->retries++ < BLK_MAX_RETRIES)
+			return queue_current(disk, req);
+	} else {
+		req->retries = 0;
+	}
+	if (req->type == VIRTIO_BLK_T_IN || req->type == VIRTIO_BLK_T_OUT || req->writing_zeroes)
+		return transfer_done(disk, req, res);
+	if (req->type == VIRTIO_BLK_T_FLUSH)
+		return answer(req, res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
+	return range_done(disk, req, res);
+}
+
+void blk_request_drop(struct blk_disk *disk, struct blk_request *req)
+{
+	disk->in_flight--;
+	req->busy = false;
+}

@@ -1,0 +1,98 @@
+/* One virtio-blk request (virtio 1.2 §5.2.6), from the descriptor chain the driver
+ * offered to the status byte the device writes back, with its I/O on io_uring. Split out
+ * of blk.c, which owns the queue, the config space and the ring's completion eventfd;
+ * this file owns what a request means and how it is carried out.
+ *
+ * Each request has at most one SQE in flight at a time: a short transfer, a multi-range
+ * discard or a write-zeroes fallback is continued from its completion. So the device
+ * knows exactly how many completions it still owes (blk_disk.in_flight), which is what a
+ * reset waits for. No locking here: the caller holds the device's lock. */
+#ifndef MOTE_VIRTIO_BLK_REQUEST_H
+#define MOTE_VIRTIO_BLK_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <liburing.h>
+#include <linux/virtio_blk.h>
+
+#include "blk.h"
+#include "virtqueue.h"
+
+/* The wire format (virtio 1.2 §5.2.3-§5.2.6) is Linux's: <linux/virtio_blk.h>. */
+#define BLK_SECTOR_SIZE 512
+/* Requests in flight at most: one per descriptor of the largest queue we offer. */
+#define BLK_QUEUE_SIZE 256
+/* Data segments per IN/OUT request (config seg_max; the header and status byte come on
+ * top, as Linux counts them). Also bounds the iovecs of one SQE, far below IOV_MAX. */
+#define BLK_SEG_MAX 128
+/* Ranges per DISCARD or WRITE_ZEROES request (config max_discard_seg and
+ * max_write_zeroes_seg), and sectors per range (max_discard_sectors and
+ * max_write_zeroes_sectors): 1 GiB. */
+#define BLK_MAX_RANGES 16
+#define BLK_MAX_RANGE_SECTORS (1u << 21)
+#define BLK_ZERO_PAGE_SIZE 4096
+
+/* What a request needs of the disk it runs on. */
+struct blk_disk {
+	struct io_uring ring;
+	int fd;
+	uint64_t capacity; /* in 512-byte sectors */
+	bool read_only;
+	char id[VIRTIO_BLK_ID_MAX]; /* GET_ID answer, NUL-padded */
+	unsigned in_flight;	    /* SQEs queued or submitted and not yet reaped */
+	/* The source of a write-zeroes fallback: every iovec points here. */
+	uint8_t zero_page[BLK_ZERO_PAGE_SIZE];
+};
+
+/* A byte range of the image and the fallocate mode that discards or zeroes it. */
+struct blk_range {
+	uint64_t offset;
+	uint64_t len;
+	int mode;
+};
+
+struct blk_request {
+	bool busy; /* started and not yet answered (or dropped) */
+	uint16_t head;
+	uint32_t type;	 /* VIRTIO_BLK_T_* */
+	uint8_t *status; /* the chain's last writable byte; NULL if it has none */
+	uint32_t used_len;
+
+	/* The transfer in progress: iov[iov_first, iov_first + iov_count) still holds
+	 * remaining bytes, going to or from the image at offset. */
+	uint64_t offset;
+	uint64_t remaining;
+	uint32_t data_len; /* IN: bytes the driver reads back on success */
+	unsigned iov_first;
+	unsigned iov_count;
+	unsigned retries; /* -EAGAIN/-EINTR in a row */
+
+	/* DISCARD and WRITE_ZEROES: range[range_next] is the one in progress. */
+	unsigned range_count;
+	unsigned range_next;
+	bool writing_zeroes; /* the filesystem refused to zero range[range_next] */
+
+	struct iovec iov[BLK_SEG_MAX];
+	struct blk_range range[BLK_MAX_RANGES];
+};
+
+/* Checks the chain and starts its request in req (slot of a free request). Returns true
+ * when the request is already answered — an error, GET_ID, an empty transfer — and the
+ * caller pushes req->head with req->used_len; false when its I/O is queued on
+ * disk->ring, for the caller to submit. The chain's segments must stay mapped until the
+ * request is answered (they are guest RAM); the chain itself may be reused at once. */
+bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
+		       const struct virtq_chain *chain);
+
+/* Takes the completion of req's SQE with result res (bytes or a negative errno).
+ * Returns true when the request is answered (status written, push req->head with
+ * req->used_len), false when it queued more I/O. */
+bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res);
+
+/* Takes the completion of req's SQE during a reset: the request ends there, without an
+ * answer and without more I/O. */
+void blk_request_drop(struct blk_disk *disk, struct blk_request *req);
+
+#endif
