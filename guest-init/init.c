@@ -1,5 +1,8 @@
 /* mote-init: the guest's PID 1. A static program with no dependencies on the guest's
- * userland beyond /bin/sh for `mote.run=`.
+ * userland beyond /bin/sh for `mote.run=`. It runs as /init of an initramfs
+ * (tools/build-initramfs.sh) or as /sbin/init of a root disk (tools/build-rootfs.sh),
+ * which the kernel may have mounted read-write or read-only (`rw`/`ro`) and on which it
+ * has already mounted devtmpfs at /dev (CONFIG_DEVTMPFS_MOUNT); neither needs a case.
  *
  * Order: signal boot complete on the debug port (design.md "Boot timing"), mount the
  * pseudo file systems, run the command from the kernel command line (if any) while
@@ -23,6 +26,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CMDLINE_MAX 4096
@@ -53,16 +57,22 @@ static void say(const char *fmt, ...)
 	}
 }
 
+/* EBUSY means this file system is already mounted there: the kernel mounts devtmpfs on
+ * /dev of a root disk itself. The mount points exist on both kinds of root; mkdir only
+ * matters for one that lacks them, and cannot help on a read-only one. */
 static void mount_fs(const char *source, const char *target, const char *type)
 {
-	if (mkdir(target, 0755) < 0 && errno != EEXIST)
+	struct stat st;
+
+	if (stat(target, &st) < 0 && mkdir(target, 0755) < 0)
 		say("mote-init: mkdir %s: %s", target, strerror(errno));
 	if (mount(source, target, type, MS_NOSUID, NULL) < 0 && errno != EBUSY)
 		say("mote-init: mount %s on %s: %s", type, target, strerror(errno));
 }
 
-/* The kernel opens /dev/console for PID 1 only if the node exists in the initramfs;
- * after devtmpfs is mounted it does, so fill whichever of 0/1/2 are still closed. */
+/* The kernel opens /dev/console for PID 1 only if the node exists in its initial root
+ * (the initramfs, or the built-in one before it mounts a root disk); after devtmpfs is
+ * mounted it does, so fill whichever of 0/1/2 are still closed. */
 static void open_console_fds(void)
 {
 	int fd = -1;
@@ -160,6 +170,28 @@ fallback:
 	}
 }
 
+/* Waits until the console has sent what is queued for it (tcdrain), but gives up once
+ * the queue has not shrunk for DRAIN_STALL_MS: a line that stopped moving (a lost
+ * transmit interrupt, a console nobody reads) must not keep the guest from ending. */
+#define DRAIN_STALL_MS 3000
+#define DRAIN_POLL_MS 5
+static void drain_console(int fd)
+{
+	int queued, last = -1, stalled_ms = 0;
+
+	while (stalled_ms < DRAIN_STALL_MS) {
+		if (ioctl(fd, TIOCOUTQ, &queued) < 0 || queued == 0)
+			return;
+		if (last < 0 || queued < last)
+			stalled_ms = 0;
+		else
+			stalled_ms += DRAIN_POLL_MS;
+		last = queued;
+		struct timespec pause_for = {.tv_nsec = DRAIN_POLL_MS * 1000000L};
+		nanosleep(&pause_for, NULL);
+	}
+}
+
 /* Runs in the session leader: waits for the shell, lets the serial line drain, then
  * ends the way the shell ended. Draining matters: when a session leader exits, the
  * kernel hangs up its terminal and throws away output not yet sent (tty_vhangup), which
@@ -175,7 +207,7 @@ static void session_leader_wait(pid_t shell)
 		if (errno != EINTR)
 			_exit(127);
 	}
-	tcdrain(STDOUT_FILENO);
+	drain_console(STDOUT_FILENO);
 	if (WIFEXITED(status))
 		_exit(WEXITSTATUS(status));
 	int sig = WTERMSIG(status);
@@ -218,8 +250,14 @@ static pid_t spawn_command(const char *command, const sigset_t *old_mask)
 static void power_off(bool write_port)
 {
 	/* Let the console send what is queued before the VM goes away. */
-	tcdrain(STDERR_FILENO);
+	drain_console(STDERR_FILENO);
 	sync();
+	/* A root disk remounted read-only is left clean (no journal to replay at the next
+	 * boot, nothing for fsck on the host). Best effort: it fails while a process still
+	 * has a file open for writing, and the sync above has made the data durable. */
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+		/* Nothing to report: the power-off goes ahead either way. */
+	}
 	if (write_port)
 		port_write(DEBUG_PORT_POWER_OFF);
 	reboot(RB_AUTOBOOT);

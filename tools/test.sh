@@ -28,7 +28,7 @@ cmake --build build/clang -j"$(nproc)" >/dev/null
 echo "== fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
-for target in fuzz_kernel_loader fuzz_config_file; do
+for target in fuzz_kernel_loader fuzz_config_file fuzz_virtio_blk; do
 	corpus=build/fuzz/corpus-$target
 	mkdir -p "$corpus"
 	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
@@ -47,8 +47,10 @@ tools/check-install.sh "$root/build/install-root"
 
 echo "== integration tests (real KVM)"
 tools/build-initramfs.sh build/test/initramfs.cpio.gz build/test/mote-init
+tools/build-rootfs.sh build/test/rootfs.ext4 build/test/mote-init build/test/mote-pattern
 MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
-	MOTE_INITRD=$root/build/test/initramfs.cpio.gz \
+	MOTE_INITRD=$root/build/test/initramfs.cpio.gz MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
+	MOTE_PATTERN=$root/build/test/mote-pattern \
 	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} MOTE_OUTER_TIMEOUT=${MOTE_OUTER_TIMEOUT:-2400} \
 	tools/kvm-run.sh tests/integration/run.sh
 echo "== all tests passed"

@@ -28,8 +28,12 @@ failures=0
 passed=0
 current=""
 
+# fail REASON: marks the test failed; the first failure also shows how mote ended.
 fail() {
 	echo "    FAIL: $*"
+	if [ "$test_failed" -eq 0 ] && [ -n "${err:-}" ] && [ -s "$err" ]; then
+		tail -n 3 "$err" | sed 's/^/      mote stderr: /'
+	fi
 	test_failed=1
 }
 
@@ -116,6 +120,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		continue
 	fi
 	test_failed=0
+	err=""
 	start=$(date +%s.%N)
 	echo "--- $t"
 	$t

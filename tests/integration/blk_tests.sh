@@ -1,0 +1,175 @@
+# virtio-blk disks: root filesystem, data written by one side and verified by the
+# other, read-only disks, several disks, durability across kill -9, bad images.
+# Sourced by run.sh; needs MOTE_ROOTFS (tools/build-rootfs.sh image with mote-pattern)
+# and MOTE_PATTERN (the same tool built for the host).
+# shellcheck shell=bash
+
+: "${MOTE_ROOTFS:?}" "${MOTE_PATTERN:?}"
+MIB=$((1024 * 1024))
+# A copy on the scratch disk: images are read there, not through the outer guest's 9p.
+ROOT_IMG=$WORK/rootfs.img
+cp --sparse=always "$MOTE_ROOTFS" "$ROOT_IMG"
+
+# disk_boot NAME CMD [mote args...]: boots from the root image, read-only so that every
+# test can share it, without an initramfs.
+disk_boot() {
+	local name=$1 cmd=$2
+	shift 2
+	mote_run "$name" run --kernel "$VMLINUX" --mem 128M --disk "path=$ROOT_IMG,ro,root" \
+		--cmdline "$BASE_CMDLINE mote.run=\"$cmd\"" "$@"
+}
+
+# new_disk NAME MIB: a zero-filled raw image.
+new_disk() {
+	rm -f "$WORK/$1.img"
+	truncate -s "$(($2 * MIB))" "$WORK/$1.img"
+	echo "$WORK/$1.img"
+}
+
+expect_guest_status() {
+	expect_in "$out" "mote-init: command exited with status $1"
+}
+
+test_root_filesystem_is_on_virtio_blk() {
+	disk_boot b1 "grep ' / ' /proc/mounts; cat /sys/block/vda/ro"
+	expect_status 0
+	expect_in "$out" "mote-init: boot complete"
+	expect_in "$out" "/dev/root / ext4 ro"
+	has_line "$out" 1 || fail "/dev/vda is not read-only"
+}
+
+test_root_filesystem_is_writable_when_the_disk_is() {
+	local root="$WORK/rootfs-rw.img"
+	cp --sparse=always "$ROOT_IMG" "$root"
+	mote_run b2 run --kernel "$VMLINUX" --mem 128M --disk "path=$root,root" \
+		--cmdline "$BASE_CMDLINE mote.run=\"echo kept >/root/note && sync\""
+	expect_status 0
+	expect_guest_status 0
+	mote_run b2b run --kernel "$VMLINUX" --mem 128M --disk "path=$root,ro,root" \
+		--cmdline "$BASE_CMDLINE mote.run=\"cat /root/note\""
+	expect_status 0
+	has_line "$out" kept || fail "the file written on the first boot is gone"
+}
+
+test_guest_writes_reach_the_image() {
+	local data
+	data=$(new_disk b3 16)
+	disk_boot b3 "mote-pattern write /dev/vdb 1048576 4194304 11" --disk "path=$data"
+	expect_status 0
+	expect_guest_status 0
+	"$MOTE_PATTERN" verify "$data" 1048576 4194304 11 >"$WORK/b3.verify" 2>&1 ||
+		fail "host: $(cat "$WORK/b3.verify")"
+	# Nothing outside the written range changed.
+	"$MOTE_PATTERN" verify "$data" 0 1048576 11 >/dev/null 2>&1 &&
+		fail "the pattern is also where it was not written"
+	cmp -s -n "$MIB" "$data" /dev/zero || fail "the first MiB is no longer zero"
+}
+
+test_host_data_reaches_the_guest() {
+	local data
+	data=$(new_disk b4 16)
+	"$MOTE_PATTERN" write "$data" 0 8388608 23 >/dev/null || fail "host write failed"
+	disk_boot b4 "mote-pattern verify /dev/vdb 0 8388608 23 && mote-pattern -d verify /dev/vdb 4096 65536 23" \
+		--disk "path=$data"
+	expect_status 0
+	expect_guest_status 0
+	expect_in "$out" "pattern: verified 8388608 bytes"
+}
+
+test_stale_data_is_detected_by_the_pattern_check() {
+	# The check the other tests rely on fails when it should: seed 24 was never written.
+	local data
+	data=$(new_disk b5 4)
+	"$MOTE_PATTERN" write "$data" 0 1048576 23 >/dev/null || fail "host write failed"
+	disk_boot b5 "mote-pattern verify /dev/vdb 0 1048576 24" --disk "path=$data"
+	expect_status 0
+	expect_guest_status 1
+	expect_in "$out" "MISMATCH"
+}
+
+test_read_only_disk_refuses_writes() {
+	local data sum
+	data=$(new_disk b6 4)
+	"$MOTE_PATTERN" write "$data" 0 1048576 5 >/dev/null || fail "host write failed"
+	sum=$(sha256sum <"$data")
+	disk_boot b6 "cat /sys/block/vdb/ro; mote-pattern write /dev/vdb 0 65536 6" --disk "path=$data,ro"
+	expect_status 0
+	has_line "$out" 1 || fail "the guest does not see /dev/vdb read-only"
+	grep -q "mote-init: command exited with status 0" "$out" && fail "the write succeeded"
+	[ "$(sha256sum <"$data")" = "$sum" ] || fail "the read-only image changed"
+}
+
+test_two_data_disks_at_once_with_their_ids() {
+	local a b
+	a=$(new_disk b7a 8)
+	b=$(new_disk b7b 8)
+	# sysfs prints a serial without a newline.
+	disk_boot b7 "for d in vdb vdc; do cat /sys/block/\$d/serial; echo; done; mote-pattern write /dev/vdb 0 2097152 1 && mote-pattern write /dev/vdc 0 2097152 2" \
+		--disk "path=$a,id=first" --disk "path=$b,id=second"
+	expect_status 0
+	expect_guest_status 0
+	has_line "$out" first || fail "vdb serial is not 'first'"
+	has_line "$out" second || fail "vdc serial is not 'second'"
+	"$MOTE_PATTERN" verify "$a" 0 2097152 1 >/dev/null || fail "disk a does not hold seed 1"
+	"$MOTE_PATTERN" verify "$b" 0 2097152 2 >/dev/null || fail "disk b does not hold seed 2"
+}
+
+test_flushed_data_survives_kill_9_of_the_monitor() {
+	local data pid
+	data=$(new_disk b8 16)
+	out=$WORK/b8.out
+	err=$WORK/b8.err
+	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 128M --disk "path=$ROOT_IMG,ro,root" \
+		--disk "path=$data" --cmdline "$BASE_CMDLINE mote.run=\"mote-pattern write /dev/vdb 0 6291456 77 && echo FLUSHED && sleep 1000\"" \
+		</dev/null >"$out" 2>"$err" 3>&- &
+	pid=$!
+	for _ in $(seq 1 "$TIMEOUT"); do
+		grep -q FLUSHED "$out" 2>/dev/null && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 1
+	done
+	grep -q FLUSHED "$out" || fail "the guest never reported its flush: $(tail -3 "$out" | tr '\n' '|')"
+	kill -KILL "$pid"
+	finish "$pid"
+	# The next boot sees everything the guest flushed.
+	disk_boot b8b "mote-pattern verify /dev/vdb 0 6291456 77" --disk "path=$data"
+	expect_status 0
+	expect_guest_status 0
+}
+
+test_json_config_drives_boot_the_root_disk() {
+	cat >"$WORK/b9.json" <<JSON
+{"boot-source": {"kernel_image_path": "$VMLINUX",
+                 "boot_args": "$BASE_CMDLINE mote.run=\\"grep -c vd /proc/partitions\\""},
+ "drives": [{"drive_id": "rootfs", "path_on_host": "$ROOT_IMG",
+             "is_root_device": true, "is_read_only": true}]}
+JSON
+	mote_run b9 run --config "$WORK/b9.json"
+	expect_status 0
+	expect_in "$out" "mote-init: boot complete"
+	has_line "$out" 1 || fail "the guest does not see exactly one disk"
+}
+
+test_missing_disk_image_is_a_clear_error() {
+	disk_boot b10 "true" --disk "path=$WORK/no-such.img"
+	expect_status 4
+	expect_in "$err" "no-such.img"
+}
+
+test_a_disk_in_use_by_another_vm_is_refused() {
+	local data
+	data=$(new_disk b11 4)
+	# This shell holds the kind of lock a running mote holds on its images (flock(2)).
+	exec 7<>"$data"
+	flock -x 7
+	disk_boot b11 "true" --disk "path=$data"
+	exec 7>&-
+	expect_status 4
+	expect_in "$err" "locked"
+}
+
+test_a_directory_as_disk_image_is_a_clear_error() {
+	disk_boot b12 "true" --disk "path=$WORK"
+	expect_status 4
+	expect_in "$err" "$WORK"
+}
