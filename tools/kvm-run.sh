@@ -14,7 +14,8 @@
 #
 #   usage: tools/kvm-run.sh [--] CMD ARGS...
 # Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
-# MOTE_OUTER_TIMEOUT (seconds, 3600), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
+# MOTE_OUTER_TIMEOUT (seconds, 3600, per boot of the outer guest), MOTE_OUTER_ATTEMPTS
+# (2: boots after an outer-guest stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
 # MOTE_SCRATCH_SIZE (8G).
 # Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
 # guest failed before reporting a status.
@@ -167,7 +168,8 @@ outer_dir="$cache_root/outer-$abi"
 exec 9>"$cache_root/outer.lock"
 flock 9
 prepare_kernel "$abi" "$outer_dir"
-key=$(cat "$here/outer-init.sh" "$here/build-initramfs.sh" /bin/busybox "$outer_dir/modules/order" |
+key=$(cat "$here/outer-init.sh" "$here/build-initramfs.sh" "$here/guest-tree.sh" /bin/busybox \
+	"$outer_dir/modules/order" |
 	sha256sum | cut -c1-16)
 initramfs="$outer_dir/initramfs-$key.cpio.gz"
 prepare_initramfs "$outer_dir" "$initramfs"
@@ -179,8 +181,6 @@ exec 9>&-
 run=$(mktemp -d "${TMPDIR:-/var/tmp}/mote-kvm-run.XXXXXX")
 trap 'rm -rf "$run"' EXIT
 mkdir "$run/share"
-truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
-mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
 
 # Single quotes survive any content; the guest's /bin/sh (the host's) runs this.
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
@@ -211,21 +211,67 @@ start=$(date +%s)
 # it) instead of leaving a 4 GiB guest spinning. Without job control bash would give a
 # background job /dev/null as stdin, so hand it ours explicitly: it feeds the console.
 exec 3<&0
-timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
-	-accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
-	-nographic -vga none -bios qboot.rom -no-reboot -nic none \
-	-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
-	-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off" \
-	-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
-	-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
-	-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
-	-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" <&3 3<&- &
-qemu_pid=$!
+
+# The outer guest itself sometimes stalls under TCG: its kernel reports a soft lockup
+# of the idle task (swapper) on every CPU and no task runs again for many minutes,
+# whatever the command was doing. That is the emulator, not the command: when a
+# non-interactive run shows it, the outer guest is stopped and booted again, once by
+# default (MOTE_OUTER_ATTEMPTS), with a message saying so.
+stall_pattern='soft lockup - CPU#*stuck for*swapper/'
+
+# One boot of the outer guest with a fresh scratch disk; sets qemu_status.
+boot_outer() {
+	rm -f "$run/share/status" "$run/share/failure" "$run/stalled" "$run/scratch.img"
+	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
+	mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
+	local watch=$((1 - stdin_tty)) reader=""
+	if [ $watch -eq 1 ]; then
+		rm -f "$run/console"
+		mkfifo "$run/console"
+	fi
+	timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
+		-accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
+		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
+		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
+		-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off" \
+		-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
+		-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
+		-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
+		-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" <&3 \
+		>"$([ $watch -eq 1 ] && echo "$run/console" || echo /dev/stdout)" &
+	qemu_pid=$!
+	if [ $watch -eq 1 ]; then
+		# shellcheck disable=SC2254 # the pattern is a glob on purpose
+		while IFS= read -r line; do
+			printf '%s\n' "$line"
+			case "$line" in *$stall_pattern*)
+				if [ ! -e "$run/stalled" ]; then
+					: >"$run/stalled"
+					kill -TERM "$qemu_pid" 2>/dev/null
+				fi ;;
+			esac
+		done <"$run/console" &
+		reader=$!
+	fi
+	trap 'kill -TERM $qemu_pid 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
+	qemu_status=0
+	wait $qemu_pid || qemu_status=$?
+	[ -z "$reader" ] || wait "$reader"
+	trap - TERM INT HUP
+}
+
+attempt=1
+while :; do
+	boot_outer
+	[ -e "$run/stalled" ] || break
+	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-2}" ]; then
+		echo "kvm-run: the outer guest stalled (soft lockup of its idle task) on every attempt" >&2
+		exit 124
+	fi
+	attempt=$((attempt + 1))
+	echo "kvm-run: the outer guest stalled (its kernel reported a soft lockup of the idle task); booting it again, attempt $attempt" >&2
+done
 exec 3<&-
-trap 'kill -TERM $qemu_pid 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
-qemu_status=0
-wait $qemu_pid || qemu_status=$?
-trap - TERM INT HUP
 
 # 137: QEMU ignored the TERM and timeout -k killed it.
 if [ $qemu_status -eq 124 ] || [ $qemu_status -eq 137 ]; then
