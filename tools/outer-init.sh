@@ -59,12 +59,6 @@ mkdir -p /upper/data /upper/work
 mount -t overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work overlay "$new" ||
 	fail "cannot mount the overlay root"
 
-# The work tree at the same absolute path, so build paths inside match the host's.
-# cache=mmap: the default (no cache) refuses shared writable mappings.
-mkdir -p "$new$MOTE_OUTER_WORK"
-mount -t 9p -o "$p9,cache=mmap" motework "$new$MOTE_OUTER_WORK" ||
-	fail "cannot mount the work tree $MOTE_OUTER_WORK (9p)"
-
 mount -t proc proc "$new/proc"
 mount -t sysfs sysfs "$new/sys"
 mount -t devtmpfs devtmpfs "$new/dev"
@@ -72,6 +66,14 @@ mkdir -p "$new/dev/pts" "$new/dev/shm"
 mount -t devpts devpts "$new/dev/pts"
 mount -t tmpfs -o mode=1777 tmpfs "$new/dev/shm"
 mount -t tmpfs -o mode=1777 tmpfs "$new/tmp"
+# The work tree at the same absolute path, so build paths inside match the host's.
+# Mounted after the fresh /tmp and /dev/shm, so a work tree below them (a CI clone
+# in /tmp) stays visible.
+# cache=mmap: the default (no cache) refuses shared writable mappings.
+mkdir -p "$new$MOTE_OUTER_WORK"
+mount -t 9p -o "$p9,cache=mmap" motework "$new$MOTE_OUTER_WORK" ||
+	fail "cannot mount the work tree $MOTE_OUTER_WORK (9p)"
+
 # Images live here: Linux 6.1's tmpfs refuses O_DIRECT and 9p is slow (design.md).
 mkdir -p "$new/scratch"
 mount -t ext4 -o noinit_itable /dev/vda "$new/scratch" || fail "cannot mount the scratch disk"
