@@ -194,19 +194,26 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	}
 }
 
+/* Fills path (a mkstemp template) with a new file holding text. */
+static void write_temp_file(char *path, const char *text)
+{
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (int)strlen(text));
+	close(fd);
+}
+
 static void flags_override_the_config_file(void **state)
 {
 	char path[] = "/tmp/mote-test-config-XXXXXX";
-	int fd = mkstemp(path);
 	const char *json = "{\"boot-source\": {\"kernel_image_path\": \"/from-file\"}, "
 			   "\"machine-config\": {\"vcpu_count\": 2}}";
 	struct cli_options o;
 	char error[CLI_ERROR_MAX] = "";
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, json, strlen(json)), (int)strlen(json));
-	close(fd);
+	write_temp_file(path, json);
 	const char *args[] = {"run", "--cpus", "4", "--config", path, NULL};
 	assert_int_equal(parse(&o, error, args), 0);
 	assert_string_equal(o.kernel, "/from-file");
@@ -311,7 +318,6 @@ static void config_drives_are_firecracker_shaped(void **state)
 static void a_disk_flag_with_a_config_drives_id_replaces_it(void **state)
 {
 	char path[] = "/tmp/mote-test-config-XXXXXX";
-	int fd = mkstemp(path);
 	const char *json = "{\"drives\": [{\"drive_id\": \"data\", \"path_on_host\": \"/old\"}, "
 			   "{\"drive_id\": \"root\", \"path_on_host\": \"/r\", "
 			   "\"is_root_device\": true}]}";
@@ -319,9 +325,7 @@ static void a_disk_flag_with_a_config_drives_id_replaces_it(void **state)
 	char error[CLI_ERROR_MAX] = "";
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, json, strlen(json)), (int)strlen(json));
-	close(fd);
+	write_temp_file(path, json);
 	const char *args[] = {"run",	"--kernel",	     "k", "--config", path,
 			      "--disk", "path=/new,id=data", NULL};
 	assert_int_equal(parse(&o, error, args), 0);
