@@ -15,7 +15,8 @@
 #   usage: tools/kvm-run.sh [--] CMD ARGS...
 # Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
 # MOTE_OUTER_TIMEOUT (seconds, 3600, per boot of the outer guest), MOTE_OUTER_ATTEMPTS
-# (2: boots after an outer-guest stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
+# (2: boots after an outer-guest stall), MOTE_OUTER_SILENCE (300: seconds without a
+# heartbeat that count as a stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
 # MOTE_SCRATCH_SIZE (8G).
 # Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
 # guest failed before reporting a status.
@@ -212,16 +213,44 @@ start=$(date +%s)
 # background job /dev/null as stdin, so hand it ours explicitly: it feeds the console.
 exec 3<&0
 
-# The outer guest itself sometimes stalls under TCG: its kernel reports a soft lockup
-# of the idle task (swapper) on every CPU and no task runs again for many minutes,
-# whatever the command was doing. That is the emulator, not the command: when a
-# non-interactive run shows it, the outer guest is stopped and booted again, once by
+# The outer guest itself sometimes stalls under TCG: no task runs again for many
+# minutes, whatever the command was doing. Sometimes its kernel first reports a soft
+# lockup of the idle task (swapper) on every CPU, sometimes it prints nothing at all.
+# That is the emulator, not the command: when the console shows the lockup, or the
+# heartbeat outer-init writes to the run share every 15 s stops for
+# MOTE_OUTER_SILENCE seconds, the outer guest is stopped and booted again, once by
 # default (MOTE_OUTER_ATTEMPTS), with a message saying so.
 stall_pattern='soft lockup - CPU#*stuck for*swapper/'
+silence_s=${MOTE_OUTER_SILENCE:-300}
+# Booting the outer guest up to its first heartbeat takes 10-130 s here.
+first_heartbeat_s=$((silence_s * 2))
+
+# Watches the heartbeat of the outer guest $1; marks the run stalled and stops QEMU
+# when it stops.
+watch_heartbeat() {
+	local qemu=$1 booted last now limit
+	booted=$(date +%s)
+	while kill -0 "$qemu" 2>/dev/null; do
+		sleep 5
+		now=$(date +%s)
+		if [ -f "$run/share/heartbeat" ]; then
+			last=$(stat -c %Y "$run/share/heartbeat") limit=$silence_s
+		else
+			last=$booted limit=$first_heartbeat_s
+		fi
+		if [ $((now - last)) -gt "$limit" ]; then
+			echo "kvm-run: no heartbeat from the outer guest for $((now - last)) s" >&2
+			: >"$run/stalled"
+			kill -TERM "$qemu" 2>/dev/null
+			return
+		fi
+	done
+}
 
 # One boot of the outer guest with a fresh scratch disk; sets qemu_status.
 boot_outer() {
-	rm -f "$run/share/status" "$run/share/failure" "$run/stalled" "$run/scratch.img"
+	rm -f "$run/share/status" "$run/share/failure" "$run/share/heartbeat" "$run/stalled" \
+		"$run/scratch.img"
 	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
 	mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
 	local watch=$((1 - stdin_tty)) reader=""
@@ -240,6 +269,8 @@ boot_outer() {
 		-drive "file=$run/scratch.img,if=virtio,format=raw,cache=unsafe" <&3 \
 		>"$([ $watch -eq 1 ] && echo "$run/console" || echo /dev/stdout)" &
 	qemu_pid=$!
+	watch_heartbeat "$qemu_pid" &
+	watcher=$!
 	if [ $watch -eq 1 ]; then
 		# shellcheck disable=SC2254 # the pattern is a glob on purpose
 		while IFS= read -r line; do
@@ -253,9 +284,11 @@ boot_outer() {
 		done <"$run/console" &
 		reader=$!
 	fi
-	trap 'kill -TERM $qemu_pid 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
+	trap 'kill -TERM $qemu_pid $watcher 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
 	qemu_status=0
 	wait $qemu_pid || qemu_status=$?
+	kill "$watcher" 2>/dev/null || :
+	wait "$watcher" 2>/dev/null || :
 	[ -z "$reader" ] || wait "$reader"
 	trap - TERM INT HUP
 }
@@ -265,11 +298,11 @@ while :; do
 	boot_outer
 	[ -e "$run/stalled" ] || break
 	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-2}" ]; then
-		echo "kvm-run: the outer guest stalled (soft lockup of its idle task) on every attempt" >&2
+		echo "kvm-run: the outer guest stalled on every attempt" >&2
 		exit 124
 	fi
 	attempt=$((attempt + 1))
-	echo "kvm-run: the outer guest stalled (its kernel reported a soft lockup of the idle task); booting it again, attempt $attempt" >&2
+	echo "kvm-run: the outer guest stalled; booting it again, attempt $attempt" >&2
 done
 exec 3<&-
 

@@ -40,6 +40,13 @@ mount -t 9p -o "$p9" moterun "$run" || fail "cannot mount the run share (9p)"
 # shellcheck source=/dev/null
 . "$run/outer.env" || fail "no outer.env on the run share"
 
+# A heartbeat on the run share: kvm-run.sh stops and reboots an outer guest whose
+# heartbeat stops, because under TCG this guest sometimes stalls with no message at all.
+(while :; do
+	date +%s >"$run/heartbeat"
+	sleep 15
+done) &
+
 if [ ! -c /dev/kvm ]; then
 	fail "/dev/kvm did not appear in the outer guest: $(dmesg | grep -iE 'kvm|svm' | tail -3)"
 fi
