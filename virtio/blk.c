@@ -297,6 +297,32 @@ static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_option
 	return 0;
 }
 
+/* A second descriptor of the image, O_DIRECT. Opened by path, so it must turn out to be
+ * the very file the first one locked. The lock stays with the first (flock locks an
+ * open file, and a second exclusive one here would conflict with it). */
+static int blk_open_direct(struct virtio_blk *blk, const struct virtio_blk_options *options)
+{
+	const char *path = options->path;
+	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT;
+	struct stat locked, direct;
+
+	blk->disk.direct_fd = open(path, flags);
+	if (blk->disk.direct_fd < 0) {
+		if (errno != EINVAL)
+			return blk_host_error(blk, path, "cannot open with O_DIRECT");
+		log_error(&blk->log, "disk %s: its file system refuses O_DIRECT (drop direct)",
+			  path);
+		return -EINVAL;
+	}
+	if (fstat(blk->disk.fd, &locked) != 0 || fstat(blk->disk.direct_fd, &direct) != 0)
+		return blk_host_error(blk, path, "fstat");
+	if (locked.st_dev != direct.st_dev || locked.st_ino != direct.st_ino) {
+		log_error(&blk->log, "disk %s: replaced while it was being opened", path);
+		return -EBUSY;
+	}
+	return 0;
+}
+
 static int blk_setup_ring(struct virtio_blk *blk, const char *path)
 {
 	int err = io_uring_queue_init(BLK_QUEUE_SIZE, &blk->disk.ring, 0);
@@ -343,6 +369,8 @@ static void blk_free(struct virtio_blk *blk)
 		io_uring_queue_exit(&blk->disk.ring);
 	if (blk->event_fd >= 0)
 		close(blk->event_fd);
+	if (blk->disk.direct_fd >= 0)
+		close(blk->disk.direct_fd);
 	if (blk->disk.fd >= 0)
 		close(blk->disk.fd); /* and the lock with it */
 	free(blk->name);
@@ -368,6 +396,7 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	if (!blk)
 		return -ENOMEM;
 	blk->disk.fd = -1;
+	blk->disk.direct_fd = -1;
 	blk->event_fd = -1;
 	if (log)
 		blk->log = *log;
@@ -379,6 +408,8 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	memcpy(blk->disk.id, options->id ? options->id : "", id_len);
 
 	int err = blk_open_image(blk, options);
+	if (!err && options->direct)
+		err = blk_open_direct(blk, options);
 	if (!err)
 		err = blk_setup_ring(blk, options->path);
 	if (err) {

@@ -26,6 +26,9 @@ struct virtio_blk_options {
 	const char *path; /* raw image file */
 	bool read_only;	  /* offer VIRTIO_BLK_F_RO; writes fail with VIRTIO_BLK_S_IOERR */
 	const char *id;	  /* GET_ID answer, at most VIRTIO_BLK_ID_MAX bytes; NULL: none */
+	/* Transfers bypass the host page cache (O_DIRECT) when the guest's buffers allow
+	 * it; the others, flushes, discards and zeroing go through the page cache. */
+	bool direct;
 };
 
 struct virtio_blk;
@@ -34,7 +37,8 @@ struct virtio_blk;
  * read-only one, never waiting: two VMs cannot write one image), sets up its io_uring
  * and watches the ring's completion eventfd on loop. Errors, each with a message on log
  * naming the file: -ENOENT, -EACCES, -EISDIR (not a regular file or block device),
- * -EBUSY (locked by another process), -EINVAL (bad options), others from the host. */
+ * -EBUSY (locked by another process), -EINVAL (bad options, or direct on a file
+ * system without O_DIRECT), others from the host. */
 int virtio_blk_create(const struct virtio_blk_options *options, struct guest_memory *mem,
 		      struct event_loop *loop, const struct mote_log *log,
 		      struct virtio_blk **blk_out);

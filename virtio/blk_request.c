@@ -105,6 +105,24 @@ static void consume(struct blk_request *req, uint64_t n)
 	}
 }
 
+static bool is_direct_aligned(uint64_t value)
+{
+	return value % BLK_DIRECT_ALIGN == 0;
+}
+
+/* Whether the rest of the transfer may go O_DIRECT: the disk is direct, the host did not
+ * refuse this request already, and offset, lengths and buffers are all aligned. */
+static bool can_go_direct(const struct blk_disk *disk, const struct blk_request *req)
+{
+	if (disk->direct_fd < 0 || req->buffered || !is_direct_aligned(req->offset))
+		return false;
+	for (unsigned i = req->iov_first; i < req->iov_first + req->iov_count; i++)
+		if (!is_direct_aligned((uintptr_t)req->iov[i].iov_base) ||
+		    !is_direct_aligned(req->iov[i].iov_len))
+			return false;
+	return true;
+}
+
 static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 {
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
@@ -113,11 +131,13 @@ static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (req->writing_zeroes)
 		map_zero_page(disk, req);
+	req->direct = can_go_direct(disk, req);
+	int fd = req->direct ? disk->direct_fd : disk->fd;
 	const struct iovec *iov = req->iov + req->iov_first;
 	if (is_write(req))
-		io_uring_prep_writev(sqe, disk->fd, iov, req->iov_count, req->offset);
+		io_uring_prep_writev(sqe, fd, iov, req->iov_count, req->offset);
 	else
-		io_uring_prep_readv(sqe, disk->fd, iov, req->iov_count, req->offset);
+		io_uring_prep_readv(sqe, fd, iov, req->iov_count, req->offset);
 	return queued(disk, sqe, req);
 }
 
@@ -155,6 +175,11 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 
 static bool transfer_done(struct blk_disk *disk, struct blk_request *req, int res)
 {
+	if (res == -EINVAL && req->direct) {
+		/* The host wants a stricter alignment than BLK_DIRECT_ALIGN. */
+		req->buffered = true;
+		return queue_transfer(disk, req);
+	}
 	if (res < 0)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (res > 0) {
@@ -312,6 +337,8 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 	req->iov_first = 0;
 	req->iov_count = 0;
 	req->retries = 0;
+	req->direct = false;
+	req->buffered = false;
 	req->range_count = 0;
 	req->range_next = 0;
 	req->writing_zeroes = false;

@@ -33,11 +33,19 @@
 #define BLK_MAX_RANGES 16
 #define BLK_MAX_RANGE_SECTORS (1u << 21)
 #define BLK_ZERO_PAGE_SIZE 4096
+/* O_DIRECT wants offsets, lengths and buffer addresses aligned to the logical block
+ * size of the host's device: 512 bytes almost everywhere. A transfer the host still
+ * refuses (-EINVAL) is done again through the page cache. Linux's virtio-blk driver
+ * aligns its buffers to 512 bytes (the block layer's default dma_alignment). */
+#define BLK_DIRECT_ALIGN 512
 
 /* What a request needs of the disk it runs on. */
 struct blk_disk {
 	struct io_uring ring;
 	int fd;
+	/* The same image opened O_DIRECT, for transfers whose offset and buffers are
+	 * aligned to BLK_DIRECT_ALIGN; -1 when the disk is not direct. */
+	int direct_fd;
 	uint64_t capacity; /* in 512-byte sectors */
 	bool read_only;
 	char id[VIRTIO_BLK_ID_MAX]; /* GET_ID answer, NUL-padded */
@@ -68,6 +76,8 @@ struct blk_request {
 	unsigned iov_first;
 	unsigned iov_count;
 	unsigned retries; /* -EAGAIN/-EINTR in a row */
+	bool direct;	  /* the SQE in flight went to disk->direct_fd */
+	bool buffered;	  /* the host refused this transfer O_DIRECT: no more tries */
 
 	/* DISCARD and WRITE_ZEROES: range[range_next] is the one in progress. */
 	unsigned range_count;

@@ -1,4 +1,4 @@
-/* `--disk path=IMG[,ro][,id=NAME][,root]` and the list of disks it builds, shared by
+/* `--disk path=IMG[,ro][,id=NAME][,root][,direct]` and the list of disks it builds, shared by
  * the command line and the config file's "drives" (cli_options.h). */
 #include <errno.h>
 #include <stdlib.h>
@@ -42,10 +42,12 @@ int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t 
 			disk->read_only = true;
 		else if (n == 4 && strncmp(part, "root", 4) == 0)
 			disk->root = true;
+		else if (n == 6 && strncmp(part, "direct", 6) == 0)
+			disk->direct = true;
 		else
 			ret = cli_error(error, error_len,
 					"--disk %s: unknown part '%.*s' (expected "
-					"path=IMG[,ro][,id=NAME][,root])",
+					"path=IMG[,ro][,id=NAME][,root][,direct])",
 					text, (int)n, part);
 		if (ret) {
 			cli_disk_free(disk);

@@ -21,6 +21,7 @@ struct cli_disk {
 	char *id; /* or NULL */
 	bool read_only;
 	bool root;
+	bool direct;
 };
 
 struct cli_options {

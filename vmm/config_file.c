@@ -131,6 +131,8 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 			ret = take_bool(item, "drives[]", &disk.root, error, error_len);
 		else if (strcmp(item->string, "is_read_only") == 0)
 			ret = take_bool(item, "drives[]", &disk.read_only, error, error_len);
+		else if (strcmp(item->string, "direct") == 0)
+			ret = take_bool(item, "drives[]", &disk.direct, error, error_len);
 		else
 			ret =
 			    config_error(error, error_len, "unknown key drives[].%s", item->string);

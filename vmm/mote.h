@@ -50,6 +50,9 @@ struct mote_disk {
 	const char *id;	  /* the serial the guest reads (GET_ID), at most 20 bytes; or NULL */
 	bool read_only;	  /* guest writes fail; the image is opened read-only */
 	bool root;	  /* the guest's root filesystem: root=/dev/vdX rw|ro on its cmdline */
+	/* I/O bypasses the host page cache (O_DIRECT, QEMU's cache=none); -EINVAL when the
+	 * image's file system refuses it. */
+	bool direct;
 };
 
 struct mote_config {

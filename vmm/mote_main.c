@@ -40,10 +40,11 @@ static const char usage[] =
     "  --cpus N             vCPUs, 1 to 32 (default 1)\n"
     "  --mem SIZE           guest memory: 128M, 2G, plain number = MiB (default 128M)\n"
     "  --console KIND       stdio (default), none, or file:PATH\n"
-    "  --disk path=IMG[,ro][,id=NAME][,root]\n"
+    "  --disk path=IMG[,ro][,id=NAME][,root][,direct]\n"
     "                       virtio-blk disk on a raw image, repeatable: /dev/vda, vdb, ...\n"
     "                       in order; ro: read-only; id: serial the guest sees;\n"
-    "                       root: boot from it (root=/dev/vdX on the kernel command line)\n"
+    "                       root: boot from it (root=/dev/vdX on the kernel command line);\n"
+    "                       direct: bypass the host page cache (O_DIRECT)\n"
     "  --config FILE        JSON settings; flags given too override it\n"
     "  --quiet              no progress messages on stderr\n"
     "\n"
@@ -168,6 +169,7 @@ static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64
 		    .id = opts->disks[i].id,
 		    .read_only = opts->disks[i].read_only,
 		    .root = opts->disks[i].root,
+		    .direct = opts->disks[i].direct,
 		};
 	}
 	config.start_monotonic_ns = start_ns;

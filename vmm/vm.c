@@ -359,6 +359,7 @@ static int vm_create_disks(struct mote_vm *vm, const struct mote_config *config)
 		    .path = disk->path,
 		    .read_only = disk->read_only,
 		    .id = disk->id,
+		    .direct = disk->direct,
 		};
 		int ret =
 		    virtio_blk_create(&options, &vm->mem, &vm->events, &vm->log, &vm->disks[i]);
