@@ -50,6 +50,22 @@ int event_loop_add(struct event_loop *loop, int fd, event_handler_fn handler, vo
 	return 0;
 }
 
+int event_loop_watch(struct event_loop *loop, int fd, unsigned events)
+{
+	for (unsigned i = 0; i < loop->source_count; i++) {
+		struct event_source *source = &loop->sources[i];
+		if (source->fd != fd)
+			continue;
+		struct epoll_event ev = {
+		    .events = ((events & EVENT_READABLE) ? EPOLLIN : 0) |
+			      ((events & EVENT_WRITABLE) ? EPOLLOUT : 0),
+		    .data.ptr = source,
+		};
+		return epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+	}
+	return -ENOENT;
+}
+
 /* Runs the handlers of one epoll_wait; sets *stop when the stop eventfd fired. */
 static int event_loop_dispatch(struct event_loop *loop, int timeout_ms, bool *stop)
 {

@@ -37,6 +37,16 @@ int event_loop_init(struct event_loop *loop);
  * event thread itself. -ENOSPC when EVENT_LOOP_MAX_SOURCES are watched. */
 int event_loop_add(struct event_loop *loop, int fd, event_handler_fn handler, void *opaque);
 
+/* What wakes a watched fd's handler: readable (the default), writable, both, or neither
+ * (paused), e.g. a device with no guest buffers for what a socket holds, or waiting to
+ * write again after EAGAIN. The handler finds out which by trying. */
+#define EVENT_READABLE 1u
+#define EVENT_WRITABLE 2u
+
+/* Changes what wakes fd's handler (fd must be watched). Callable from the event thread
+ * (its handlers) and before event_loop_start(). -ENOENT when fd is not watched. */
+int event_loop_watch(struct event_loop *loop, int fd, unsigned events);
+
 /* Waits up to timeout_ms (-1: forever) and runs the handlers of the fds that are
  * ready. Returns how many handlers ran, or a negative errno. */
 int event_loop_run_once(struct event_loop *loop, int timeout_ms);
