@@ -1,6 +1,7 @@
 #!/bin/bash
 # Block I/O: mote against QEMU's microvm machine with the same kernel, memory, vCPUs,
-# root disk and data disk, interleaved runs in one session. The guest boots from the
+# root disk and data disk, interleaved runs in one session; both bypass the host page
+# cache (mote's `direct`, QEMU's cache=none). The guest boots from the
 # ext4 root image (tools/build-rootfs.sh) and runs mote-blkbench on the raw data disk
 # /dev/vdb (benchmarks/guest/blkbench.c: sequential 1 MiB and random 4 KiB reads and
 # writes, queue depth 1 and 32, O_DIRECT). Each row is compared by its median over the
@@ -62,7 +63,7 @@ fi
 # The kernel quotes with double quotes and knows no escapes: the command has none.
 run_mote() { # log
 	timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --mem "$MEM" --cpus "$CPUS" \
-		--disk "path=$root_img,root" --disk "path=$data_img" \
+		--disk "path=$root_img,root,direct" --disk "path=$data_img,direct" \
 		--cmdline "console=ttyS0 reboot=k panic=1 quiet mote.run=\"$GUEST_COMMAND\"" \
 		</dev/null >"$1" 2>&1
 }
