@@ -13,18 +13,6 @@ static void cli_disk_free(struct cli_disk *disk)
 	memset(disk, 0, sizeof(*disk));
 }
 
-/* Copies the n bytes at text into *field; -ENOMEM. */
-static int take_part(char **field, const char *text, size_t n)
-{
-	char *copy = strndup(text, n);
-
-	if (!copy)
-		return -ENOMEM;
-	free(*field);
-	*field = copy;
-	return 0;
-}
-
 int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t error_len)
 {
 	const char *part = text;
@@ -35,9 +23,9 @@ int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t 
 		int ret = 0;
 
 		if (n > 5 && strncmp(part, "path=", 5) == 0)
-			ret = take_part(&disk->path, part + 5, n - 5);
+			ret = cli_replace_part(&disk->path, part + 5, n - 5);
 		else if (n > 3 && strncmp(part, "id=", 3) == 0)
-			ret = take_part(&disk->id, part + 3, n - 3);
+			ret = cli_replace_part(&disk->id, part + 3, n - 3);
 		else if (n == 2 && strncmp(part, "ro", 2) == 0)
 			disk->read_only = true;
 		else if (n == 4 && strncmp(part, "root", 4) == 0)

@@ -36,18 +36,25 @@ void cli_options_free(struct cli_options *opts)
 	free(opts->cmdline);
 	free(opts->console_path);
 	cli_disks_free(opts);
+	cli_nets_free(opts);
+	free(opts->vsock_uds);
 	cli_options_init(opts);
 }
 
-static int replace_string(char **field, const char *value)
+int cli_replace_part(char **field, const char *text, size_t n)
 {
-	char *copy = strdup(value);
+	char *copy = strndup(text, n);
 
 	if (!copy)
 		return -ENOMEM;
 	free(*field);
 	*field = copy;
 	return 0;
+}
+
+static int replace_string(char **field, const char *value)
+{
+	return cli_replace_part(field, value, strlen(value));
 }
 
 int cli_console_parse(struct cli_options *opts, const char *text)
@@ -86,6 +93,8 @@ enum {
 	OPT_CONSOLE,
 	OPT_CONFIG,
 	OPT_DISK,
+	OPT_NET,
+	OPT_VSOCK,
 	OPT_QUIET,
 	OPT_HELP,
 };
@@ -99,6 +108,8 @@ static const struct option run_options[] = {
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"disk", required_argument, NULL, OPT_DISK},
+    {"net", required_argument, NULL, OPT_NET},
+    {"vsock", required_argument, NULL, OPT_VSOCK},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -108,6 +119,7 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 			    size_t error_len)
 {
 	struct cli_disk disk;
+	struct cli_net net;
 	uint64_t bytes;
 	int ret;
 
@@ -138,6 +150,11 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 	case OPT_DISK:
 		ret = cli_disk_parse(arg, &disk, error, error_len);
 		return ret ? ret : cli_disk_add(opts, &disk, error, error_len);
+	case OPT_NET:
+		ret = cli_net_parse(arg, &net, error, error_len);
+		return ret ? ret : cli_net_add(opts, &net, error, error_len);
+	case OPT_VSOCK:
+		return cli_vsock_parse(opts, arg, error, error_len);
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;

@@ -24,6 +24,13 @@ struct cli_disk {
 	bool direct;
 };
 
+struct cli_net {
+	char *tap;
+	char *id; /* or NULL */
+	uint8_t mac[6];
+	bool has_mac;
+};
+
 struct cli_options {
 	enum cli_command command;
 	char *kernel;
@@ -35,6 +42,10 @@ struct cli_options {
 	char *console_path;
 	unsigned disk_count;
 	struct cli_disk disks[MOTE_MAX_DISKS];
+	unsigned net_count;
+	struct cli_net nets[MOTE_MAX_NETS];
+	uint32_t vsock_cid; /* 0: none */
+	char *vsock_uds;
 	bool quiet;
 };
 
@@ -58,6 +69,9 @@ int config_file_load(struct cli_options *opts, const char *path, char *error, si
 /* Parses "stdio", "none" or "file:PATH" into opts; -EINVAL otherwise. */
 int cli_console_parse(struct cli_options *opts, const char *text);
 
+/* Replaces *field with a copy of the n bytes at text; -ENOMEM. */
+int cli_replace_part(char **field, const char *text, size_t n);
+
 /* Writes a one-line reason into error and returns -EINVAL. */
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -73,6 +87,30 @@ int cli_disk_add(struct cli_options *opts, struct cli_disk *disk, char *error, s
 
 /* Frees every disk's strings; disk_count becomes 0. */
 void cli_disks_free(struct cli_options *opts);
+
+/* Parses a --net value, "tap=NAME[,mac=MAC][,id=NAME]", into *net (strings
+ * allocated). -EINVAL with a reason, -ENOMEM. */
+int cli_net_parse(const char *text, struct cli_net *net, char *error, size_t error_len);
+
+/* Adds a NIC, taking ownership of its strings (freed on error too). A NIC with the id
+ * of one already present replaces it. -EINVAL with a reason: more than MOTE_MAX_NETS,
+ * a TAP name that is not a valid interface name, two NICs on one TAP. */
+int cli_net_add(struct cli_options *opts, struct cli_net *net, char *error, size_t error_len);
+
+/* Frees every NIC's strings; net_count becomes 0. */
+void cli_nets_free(struct cli_options *opts);
+
+/* Parses "aa:bb:cc:dd:ee:ff" (hex, either case) into mac: a unicast address. 0 or
+ * -EINVAL. */
+int cli_mac_parse(const char *text, uint8_t mac[6]);
+
+/* Parses a --vsock value, "cid=N,uds=PATH", into opts. -EINVAL with a reason. */
+int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, size_t error_len);
+
+/* Checks and stores a vsock device: a guest CID of 3..UINT32_MAX-1 and a socket path
+ * that fits sockaddr_un. -EINVAL with a reason, -ENOMEM. */
+int cli_vsock_set(struct cli_options *opts, uint64_t cid, const char *uds, char *error,
+		  size_t error_len);
 
 /* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
 int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);

@@ -6,6 +6,9 @@
  *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
  *    "drives": [{"drive_id": "rootfs", "path_on_host": "rootfs.ext4",
  *                "is_root_device": true, "is_read_only": false}],
+ *    "network-interfaces": [{"iface_id": "eth0", "host_dev_name": "tap0",
+ *                            "guest_mac": "06:00:ac:10:00:02"}],
+ *    "vsock": {"guest_cid": 3, "uds_path": "/tmp/v.sock"},
  *    "console": "stdio"}
  * Unknown keys are errors, not ignored: a typo must not silently boot something else. */
 #include "cli_options.h"
@@ -112,6 +115,15 @@ static int take_bool(const cJSON *item, const char *where, bool *field, char *er
 	return 0;
 }
 
+/* Re-reads a reason cli_*_add() wrote into error with the prefix every config error has. */
+static int config_reason(char *error, size_t error_len)
+{
+	char reason[CLI_ERROR_MAX];
+
+	snprintf(reason, sizeof(reason), "%s", error);
+	return config_error(error, error_len, "%s", reason);
+}
+
 /* One element of "drives", Firecracker's shape; drive_id becomes the disk's id. */
 static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error, size_t error_len)
 {
@@ -146,13 +158,80 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 		free(disk.path);
 		return ret;
 	}
-	ret = cli_disk_add(opts, &disk, error, error_len);
-	if (ret) {
-		/* Prefix the reason the way every config error reads. */
-		char reason[CLI_ERROR_MAX];
-		snprintf(reason, sizeof(reason), "%s", error);
-		return config_error(error, error_len, "%s", reason);
+	return cli_disk_add(opts, &disk, error, error_len) ? config_reason(error, error_len) : 0;
+}
+
+/* One element of "network-interfaces", Firecracker's shape; iface_id becomes the
+ * NIC's id. */
+static int apply_network_interface(struct cli_options *opts, const cJSON *iface, char *error,
+				   size_t error_len)
+{
+	struct cli_net net = {0};
+	char *mac = NULL;
+	const cJSON *item;
+	int ret = 0;
+
+	if (!cJSON_IsObject(iface))
+		return config_error(error, error_len,
+				    "each element of network-interfaces must be an object");
+	cJSON_ArrayForEach(item, iface)
+	{
+		if (strcmp(item->string, "iface_id") == 0)
+			ret = take_string(item, "network-interfaces[]", &net.id, error, error_len);
+		else if (strcmp(item->string, "host_dev_name") == 0)
+			ret = take_string(item, "network-interfaces[]", &net.tap, error, error_len);
+		else if (strcmp(item->string, "guest_mac") == 0)
+			ret = take_string(item, "network-interfaces[]", &mac, error, error_len);
+		else
+			ret = config_error(error, error_len, "unknown key network-interfaces[].%s",
+					   item->string);
+		if (ret)
+			break;
 	}
+	if (!ret && mac) {
+		if (cli_mac_parse(mac, net.mac))
+			ret = config_error(error, error_len,
+					   "network-interfaces[].guest_mac %s: not a unicast MAC "
+					   "address like 06:00:ac:10:00:02",
+					   mac);
+		net.has_mac = true;
+	}
+	free(mac);
+	if (!ret && !net.tap)
+		ret = config_error(error, error_len,
+				   "network-interfaces[].host_dev_name is required");
+	if (ret) {
+		free(net.id);
+		free(net.tap);
+		return ret;
+	}
+	return cli_net_add(opts, &net, error, error_len) ? config_reason(error, error_len) : 0;
+}
+
+/* "vsock": {"guest_cid": 3, "uds_path": "v.sock"}, Firecracker's shape (its vsock_id
+ * is accepted and unused: there is one vsock device). */
+static int apply_vsock(struct cli_options *opts, const cJSON *vsock, char *error, size_t error_len)
+{
+	const cJSON *item;
+	double cid = 0;
+	const char *uds = NULL;
+
+	cJSON_ArrayForEach(item, vsock)
+	{
+		if (strcmp(item->string, "guest_cid") == 0 && cJSON_IsNumber(item))
+			cid = item->valuedouble;
+		else if (strcmp(item->string, "uds_path") == 0 && cJSON_IsString(item))
+			uds = item->valuestring;
+		else if (strcmp(item->string, "vsock_id") == 0 && cJSON_IsString(item))
+			continue;
+		else
+			return config_error(error, error_len, "unknown or malformed key vsock.%s",
+					    item->string);
+	}
+	if (cid != (double)(uint64_t)cid || cid < 0 || cid > (double)UINT32_MAX)
+		return config_error(error, error_len, "vsock.guest_cid must be a whole number");
+	if (cli_vsock_set(opts, (uint64_t)cid, uds, error, error_len))
+		return config_reason(error, error_len);
 	return 0;
 }
 
@@ -185,6 +264,16 @@ int config_file_apply(struct cli_options *opts, const char *text, char *error, s
 				if (ret)
 					break;
 			}
+		} else if (strcmp(item->string, "network-interfaces") == 0 && cJSON_IsArray(item)) {
+			const cJSON *iface;
+			cJSON_ArrayForEach(iface, item)
+			{
+				ret = apply_network_interface(opts, iface, error, error_len);
+				if (ret)
+					break;
+			}
+		} else if (strcmp(item->string, "vsock") == 0 && cJSON_IsObject(item)) {
+			ret = apply_vsock(opts, item, error, error_len);
 		} else if (strcmp(item->string, "console") == 0) {
 			if (!cJSON_IsString(item) || cli_console_parse(opts, item->valuestring))
 				ret = config_error(

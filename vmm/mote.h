@@ -55,6 +55,26 @@ struct mote_disk {
 	bool direct;
 };
 
+#define MOTE_MAX_NETS 8
+#define MOTE_NET_ID_MAX 64
+
+/* A virtio-net NIC on a TAP device the user created (README "Networking"). NICs
+ * appear to the guest as eth0, eth1, ... in the order of mote_config.nets. */
+struct mote_net {
+	const char *tap; /* name of an existing TAP interface; required */
+	const char *id;	 /* names the NIC in messages and overrides; or NULL */
+	uint8_t mac[6];	 /* the guest's MAC address, when has_mac */
+	bool has_mac;	 /* false: a random locally administered unicast address */
+};
+
+/* A virtio-vsock device bridged to host Unix sockets with Firecracker's protocol: a host
+ * program connects to uds_path and writes "CONNECT PORT\n" to reach the guest's PORT;
+ * the guest connecting to CID 2 port P reaches a host listener on "uds_path_P". */
+struct mote_vsock {
+	uint32_t guest_cid;   /* 0: no vsock device; else 3..UINT32_MAX-1 */
+	const char *uds_path; /* required with a cid; created, and removed at the end */
+};
+
 struct mote_config {
 	const char *kernel_path; /* ELF vmlinux or bzImage; required */
 	const char *initrd_path; /* optional */
@@ -67,6 +87,9 @@ struct mote_config {
 	const char *console_path;
 	unsigned disk_count; /* 0..MOTE_MAX_DISKS; at most one with root set */
 	struct mote_disk disks[MOTE_MAX_DISKS];
+	unsigned net_count; /* 0..MOTE_MAX_NETS */
+	struct mote_net nets[MOTE_MAX_NETS];
+	struct mote_vsock vsock;
 	/* CLOCK_MONOTONIC time the boot timer counts from (the CLI passes its process
 	 * start); 0: the moment mote_vm_create() is called. */
 	int64_t start_monotonic_ns;

@@ -45,11 +45,17 @@ static const char usage[] =
     "                       in order; ro: read-only; id: serial the guest sees;\n"
     "                       root: boot from it (root=/dev/vdX on the kernel command line);\n"
     "                       direct: bypass the host page cache (O_DIRECT)\n"
+    "  --net tap=NAME[,mac=MAC][,id=NAME]\n"
+    "                       virtio-net NIC on an existing TAP, repeatable: eth0, eth1, ...\n"
+    "  --vsock cid=N,uds=PATH\n"
+    "                       virtio-vsock: host programs connect to PATH and send\n"
+    "                       \"CONNECT PORT\\n\"; the guest reaches CID 2 port P at PATH_P\n"
     "  --config FILE        JSON settings; flags given too override it\n"
     "  --quiet              no progress messages on stderr\n"
     "\n"
     "exit codes: 0 guest powered off or rebooted, 1 VM failed, 2 usage error,\n"
-    "            3 no usable KVM, 4 unusable kernel/initrd/disk/console file, 5 guest panic\n";
+    "            3 no usable KVM, 4 unusable kernel/initrd/disk/console file, TAP or vsock\n"
+    "            socket, 5 guest panic\n";
 
 struct cli_context {
 	bool quiet;
@@ -172,6 +178,17 @@ static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64
 		    .direct = opts->disks[i].direct,
 		};
 	}
+	config.net_count = opts->net_count;
+	for (unsigned i = 0; i < opts->net_count; i++) {
+		config.nets[i] = (struct mote_net){
+		    .tap = opts->nets[i].tap,
+		    .id = opts->nets[i].id,
+		    .has_mac = opts->nets[i].has_mac,
+		};
+		memcpy(config.nets[i].mac, opts->nets[i].mac, sizeof(config.nets[i].mac));
+	}
+	config.vsock =
+	    (struct mote_vsock){.guest_cid = opts->vsock_cid, .uds_path = opts->vsock_uds};
 	config.start_monotonic_ns = start_ns;
 	config.log = cli_log;
 	config.log_opaque = ctx;

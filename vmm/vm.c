@@ -248,6 +248,29 @@ static int vm_check_config(const struct mote_config *config, const struct mote_l
 		log_error(log, "%u disks marked as root: at most one", roots);
 		return -EINVAL;
 	}
+	if (config->net_count > MOTE_MAX_NETS) {
+		log_error(log, "%u network interfaces: at most %d", config->net_count,
+			  MOTE_MAX_NETS);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < config->net_count; i++) {
+		if (!config->nets[i].tap || !config->nets[i].tap[0]) {
+			log_error(log, "network interface %u: no TAP named", i);
+			return -EINVAL;
+		}
+	}
+	if (config->vsock.guest_cid != 0 &&
+	    (config->vsock.guest_cid < 3 || config->vsock.guest_cid == UINT32_MAX ||
+	     !config->vsock.uds_path || !config->vsock.uds_path[0])) {
+		log_error(log, "vsock: the guest CID must be 3 to %u, with a socket path",
+			  UINT32_MAX - 1);
+		return -EINVAL;
+	}
+	/* The devices themselves come with issue 4. */
+	if (config->net_count > 0 || config->vsock.guest_cid != 0) {
+		log_error(log, "virtio-net and virtio-vsock are not available in this build yet");
+		return -ENOTSUP;
+	}
 	return 0;
 }
 
