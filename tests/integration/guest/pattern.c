@@ -15,6 +15,10 @@
  * verify: prints "pattern: verified N bytes", or "pattern: MISMATCH at offset X" for
  *         the first byte that differs (or where PATH ends too early), then a line with
  *         what was expected and found.
+ * PATH "-" is a stream: write sends the range's bytes to stdout (and its message to
+ * stderr), verify reads them from stdin and also fails when more bytes follow. So a
+ * network or vsock transfer can be checked end to end: `mote-pattern write - 0 32M 7 |
+ * nc HOST PORT` on one side, `... | mote-pattern verify - 0 32M 7` on the other.
  * Exit status: 0 done, 1 mismatch, 2 bad usage or an I/O error (named on stderr). */
 #include <errno.h>
 #include <fcntl.h>
@@ -105,6 +109,18 @@ static bool parse_bytes(const char *text, uint64_t *out)
 }
 
 static bool use_direct;
+static bool use_stream; /* PATH "-": stdin or stdout, no offsets, no fsync */
+
+/* pwrite/pread on a file, write/read on the stream. */
+static ssize_t put_bytes(int fd, const void *buf, size_t n, uint64_t at)
+{
+	return use_stream ? write(fd, buf, n) : pwrite(fd, buf, n, (off_t)at);
+}
+
+static ssize_t get_bytes(int fd, void *buf, size_t n, uint64_t at)
+{
+	return use_stream ? read(fd, buf, n) : pread(fd, buf, n, (off_t)at);
+}
 
 /* O_DIRECT refuses requests that are not block aligned with a bare EINVAL. */
 static const char *direct_hint(int error)
@@ -125,7 +141,7 @@ static int pattern_write(int fd, const char *path, uint64_t offset, uint64_t len
 		pattern_fill(buf, offset + done, n, seed);
 		size_t put = 0;
 		while (put < n) {
-			ssize_t r = pwrite(fd, buf + put, n - put, (off_t)(offset + done + put));
+			ssize_t r = put_bytes(fd, buf + put, n - put, offset + done + put);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0) {
@@ -138,6 +154,10 @@ static int pattern_write(int fd, const char *path, uint64_t offset, uint64_t len
 			put += (size_t)r;
 		}
 		done += n;
+	}
+	if (use_stream) {
+		fprintf(stderr, "pattern: wrote %" PRIu64 " bytes\n", length);
+		return 0;
 	}
 	/* Durable before we say so: the other side may read the disk right after. */
 	if (fsync(fd) < 0) {
@@ -168,7 +188,7 @@ static int pattern_verify(int fd, const char *path, uint64_t offset, uint64_t le
 		pattern_fill(want, offset + done, n, seed);
 		size_t got = 0;
 		while (got < n) {
-			ssize_t r = pread(fd, buf + got, n - got, (off_t)(offset + done + got));
+			ssize_t r = get_bytes(fd, buf + got, n - got, offset + done + got);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r < 0) {
@@ -192,6 +212,16 @@ static int pattern_verify(int fd, const char *path, uint64_t offset, uint64_t le
 			return EXIT_MISMATCH;
 		}
 		done += n;
+	}
+	if (use_stream) {
+		ssize_t r;
+		while ((r = read(fd, buf, 1)) < 0 && errno == EINTR)
+			;
+		if (r > 0) {
+			printf("pattern: MISMATCH at offset %" PRIu64 ": more bytes follow\n",
+			       offset + length);
+			return EXIT_MISMATCH;
+		}
 	}
 	printf("pattern: verified %" PRIu64 " bytes\n", length);
 	return 0;
@@ -231,7 +261,13 @@ int main(int argc, char **argv)
 	int flags = writing ? O_WRONLY | O_CREAT : O_RDONLY;
 	if (use_direct)
 		flags |= O_DIRECT;
-	int fd = open(path, flags | O_CLOEXEC, 0644);
+	use_stream = strcmp(path, "-") == 0;
+	if (use_stream && use_direct) {
+		fprintf(stderr, "pattern: -d needs a file, not the stream -\n");
+		return EXIT_USAGE_OR_IO;
+	}
+	int fd = use_stream ? (writing ? STDOUT_FILENO : STDIN_FILENO)
+			    : open(path, flags | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		fprintf(stderr, "pattern: open %s%s: %s\n", path, use_direct ? " (O_DIRECT)" : "",
 			strerror(errno));
