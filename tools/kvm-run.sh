@@ -221,6 +221,10 @@ exec 3<&0
 # MOTE_OUTER_SILENCE seconds, the outer guest is stopped and booted again, once by
 # default (MOTE_OUTER_ATTEMPTS), with a message saying so.
 stall_pattern='soft lockup - CPU#*stuck for*swapper/'
+# Its kernel has also panicked under TCG ("corrupted stack end detected inside
+# scheduler" in a KVM thread after hundreds of nested boots). A run that ends with that
+# and without a status is booted again the same way.
+panic_pattern='Kernel panic - not syncing'
 silence_s=${MOTE_OUTER_SILENCE:-300}
 # Booting the outer guest up to its first heartbeat takes 10-130 s here.
 first_heartbeat_s=$((silence_s * 2))
@@ -250,7 +254,7 @@ watch_heartbeat() {
 # One boot of the outer guest with a fresh scratch disk; sets qemu_status.
 boot_outer() {
 	rm -f "$run/share/status" "$run/share/failure" "$run/share/heartbeat" "$run/stalled" \
-		"$run/scratch.img"
+		"$run/panicked" "$run/scratch.img"
 	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
 	mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
 	local watch=$((1 - stdin_tty)) reader=""
@@ -275,11 +279,13 @@ boot_outer() {
 		# shellcheck disable=SC2254 # the pattern is a glob on purpose
 		while IFS= read -r line; do
 			printf '%s\n' "$line"
-			case "$line" in *$stall_pattern*)
+			case "$line" in
+			*$stall_pattern*)
 				if [ ! -e "$run/stalled" ]; then
 					: >"$run/stalled"
 					kill -TERM "$qemu_pid" 2>/dev/null
 				fi ;;
+			*"$panic_pattern"*) : >"$run/panicked" ;;
 			esac
 		done <"$run/console" &
 		reader=$!
@@ -291,6 +297,11 @@ boot_outer() {
 	wait "$watcher" 2>/dev/null || :
 	[ -z "$reader" ] || wait "$reader"
 	trap - TERM INT HUP
+	# A panic that ended the guest before it reported the command's status.
+	if [ -e "$run/panicked" ] && [ ! -f "$run/share/status" ]; then
+		echo "kvm-run: the outer guest's kernel panicked" >&2
+		: >"$run/stalled"
+	fi
 }
 
 attempt=1
@@ -298,11 +309,11 @@ while :; do
 	boot_outer
 	[ -e "$run/stalled" ] || break
 	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-2}" ]; then
-		echo "kvm-run: the outer guest stalled on every attempt" >&2
+		echo "kvm-run: the outer guest stalled or crashed on every attempt" >&2
 		exit 124
 	fi
 	attempt=$((attempt + 1))
-	echo "kvm-run: the outer guest stalled; booting it again, attempt $attempt" >&2
+	echo "kvm-run: the outer guest stalled or crashed; booting it again, attempt $attempt" >&2
 done
 exec 3<&-
 
