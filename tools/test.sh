@@ -47,7 +47,8 @@ tools/check-install.sh "$root/build/install-root"
 
 echo "== integration tests (real KVM)"
 tools/build-initramfs.sh build/test/initramfs.cpio.gz build/test/mote-init
-tools/build-rootfs.sh build/test/rootfs.ext4 build/test/mote-init build/test/mote-pattern
+tools/build-rootfs.sh build/test/rootfs.ext4 build/test/mote-init build/test/mote-pattern \
+	build/test/mote-vsock-pipe
 MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
 	MOTE_INITRD=$root/build/test/initramfs.cpio.gz MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
 	MOTE_PATTERN=$root/build/test/mote-pattern \

@@ -1,14 +1,10 @@
 # virtio-blk disks: root filesystem, data written by one side and verified by the
 # other, read-only disks, several disks, durability across kill -9, bad images.
-# Sourced by run.sh; needs MOTE_ROOTFS (tools/build-rootfs.sh image with mote-pattern)
-# and MOTE_PATTERN (the same tool built for the host).
+# Sourced by run.sh; boots from ROOT_IMG (with mote-pattern) and checks with
+# MOTE_PATTERN on the host.
 # shellcheck shell=bash
 
-: "${MOTE_ROOTFS:?}" "${MOTE_PATTERN:?}"
 MIB=$((1024 * 1024))
-# A copy on the scratch disk: images are read there, not through the outer guest's 9p.
-ROOT_IMG=$WORK/rootfs.img
-cp --sparse=always "$MOTE_ROOTFS" "$ROOT_IMG"
 
 # disk_boot NAME CMD [mote args...]: boots from the root image, read-only so that every
 # test can share it, without an initramfs.
@@ -24,10 +20,6 @@ new_disk() {
 	rm -f "$WORK/$1.img"
 	truncate -s "$(($2 * MIB))" "$WORK/$1.img"
 	echo "$WORK/$1.img"
-}
-
-expect_guest_status() {
-	expect_in "$out" "mote-init: command exited with status $1"
 }
 
 test_root_filesystem_is_on_virtio_blk() {

@@ -5,7 +5,8 @@
 #
 # Needs: MOTE_BIN (the mote binary), MOTE_KERNEL_DIR (vmlinux + bzImage),
 # MOTE_INITRD (initramfs with guest-init), MOTE_ROOTFS (ext4 root image from
-# tools/build-rootfs.sh, with mote-pattern), MOTE_PATTERN (mote-pattern for the host).
+# tools/build-rootfs.sh, with mote-pattern and mote-vsock-pipe), MOTE_PATTERN
+# (mote-pattern for the host).
 # Optional: MOTE_TEST_FILTER (regex on names).
 set -u
 
@@ -108,6 +109,17 @@ boot() { # boot NAME KERNEL CPUS MEM CMD [extra mote args...]
 		--cmdline "$BASE_CMDLINE${cmd:+ mote.run=\"$cmd\"}" "$@"
 }
 
+expect_guest_status() {
+	expect_in "$out" "mote-init: command exited with status $1"
+}
+
+# The guest root image (tools/build-rootfs.sh, with mote-pattern and mote-vsock-pipe),
+# copied to the scratch disk: images are read there, not through the outer guest's 9p.
+# MOTE_PATTERN is the same pattern tool built for the host.
+: "${MOTE_ROOTFS:?}" "${MOTE_PATTERN:?}"
+ROOT_IMG=$WORK/rootfs.img
+cp --sparse=always "$MOTE_ROOTFS" "$ROOT_IMG"
+
 # The tests, one file per area; each defines test_* functions.
 here=$(cd "$(dirname "$0")" && pwd)
 for tests in "$here"/*_tests.sh; do
@@ -130,6 +142,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		printf '    ok (%.1f s)\n' "$secs"
 	else
 		failures=$((failures + 1))
+		printf '    failed after %.1f s\n' "$secs"
 	fi
 done
 echo "integration: $passed passed, $failures failed"
