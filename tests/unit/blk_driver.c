@@ -9,9 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <linux/magic.h>
 
 #include "blk_driver.h"
 
@@ -105,6 +109,37 @@ void assert_image_zeros(struct fixture *f, uint64_t offset, size_t len)
 	free(buf);
 }
 
+void drop_image_cache(struct fixture *f)
+{
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	struct statfs fs;
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstatfs(fd, &fs), 0);
+	assert_true(fs.f_type != TMPFS_MAGIC);
+	/* Dirty pages are not evicted: write them back first. */
+	assert_int_equal(fdatasync(fd), 0);
+	assert_int_equal(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+}
+
+bool image_page_resident(struct fixture *f, uint64_t offset)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	unsigned char vec;
+
+	assert_true(page > 0);
+	assert_true(fd >= 0);
+	off_t start = (off_t)(offset - offset % (uint64_t)page);
+	void *map = mmap(NULL, (size_t)page, PROT_READ, MAP_SHARED, fd, start);
+	assert_true(map != MAP_FAILED);
+	assert_int_equal(mincore(map, (size_t)page, &vec), 0);
+	munmap(map, (size_t)page);
+	close(fd);
+	return vec & 1;
+}
+
 void *guest(struct fixture *f, uint64_t addr, uint64_t len)
 {
 	void *p = guest_memory_ptr(&f->mem, addr, len);
@@ -145,12 +180,23 @@ void activate(struct fixture *f, struct vdev *dev, bool event_idx)
 	pthread_mutex_unlock(&dev->lock);
 }
 
-void attach(struct fixture *f, bool read_only, const char *id, bool event_idx)
+void attach_options(struct fixture *f, const struct virtio_blk_options *options, bool event_idx)
 {
+	struct virtio_blk_options with_path = *options;
+
+	if (!with_path.path)
+		with_path.path = f->path;
 	assert_int_equal(event_loop_init(&f->loop), 0);
-	assert_int_equal(open_disk(f, f->path, read_only, id, &f->blk), 0);
+	assert_int_equal(virtio_blk_create(&with_path, &f->mem, &f->loop, &f->log, &f->blk), 0);
 	f->dev = virtio_blk_vdev(f->blk);
 	activate(f, f->dev, event_idx);
+}
+
+void attach(struct fixture *f, bool read_only, const char *id, bool event_idx)
+{
+	struct virtio_blk_options options = {.read_only = read_only, .id = id};
+
+	attach_options(f, &options, event_idx);
 }
 
 void detach(struct fixture *f)
@@ -197,12 +243,17 @@ int blk_driver_teardown(void **state)
 	return 0;
 }
 
+uint64_t galloc_aligned(struct fixture *f, uint64_t len, uint64_t align)
+{
+	uint64_t addr = (f->next_buf + align - 1) & ~(align - 1);
+
+	f->next_buf = (addr + len + 15) & ~15ULL;
+	return addr;
+}
+
 uint64_t galloc(struct fixture *f, uint64_t len)
 {
-	uint64_t addr = f->next_buf;
-
-	f->next_buf = (f->next_buf + len + 15) & ~15ULL;
-	return addr;
+	return galloc_aligned(f, len, 16);
 }
 
 void set_desc(struct fixture *f, uint64_t table, uint16_t idx, const struct seg *s, bool more)
@@ -272,6 +323,14 @@ struct req request(struct fixture *f, uint32_t type, uint64_t sector, uint32_t l
 		data = galloc(f, len);
 		memset(guest(f, data, len), 0xee, len);
 	}
+	return offer_request(f, type, hdr, data, len, status_byte(f));
+}
+
+struct req request_at(struct fixture *f, uint32_t type, uint64_t sector, uint64_t data,
+		      uint32_t len)
+{
+	uint64_t hdr = header(f, type, sector);
+
 	return offer_request(f, type, hdr, data, len, status_byte(f));
 }
 

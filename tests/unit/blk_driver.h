@@ -91,6 +91,14 @@ void assert_zeros(const uint8_t *buf, size_t len);
 void assert_image_pattern(struct fixture *f, uint64_t offset, size_t len);
 void assert_image_zeros(struct fixture *f, uint64_t offset, size_t len);
 
+/* Writes the image back and evicts it from the host page cache. Asserts that the image
+ * lives on a file system with a page cache of its own to evict: on tmpfs the cache is
+ * the file, and a check of what is resident would mean nothing. */
+void drop_image_cache(struct fixture *f);
+/* Whether the host page cache holds the image's page at offset (mincore() on a
+ * read-only mapping of the image, which itself brings nothing in). */
+bool image_page_resident(struct fixture *f, uint64_t offset);
+
 /* Host pointer to [addr, addr + len) of guest RAM; fails the test when it is not RAM. */
 void *guest(struct fixture *f, uint64_t addr, uint64_t len);
 /* The queue's rings, as the driver laid them out. */
@@ -99,6 +107,9 @@ struct vring_used *used(struct fixture *f);
 
 /* A new guest buffer of len bytes, 16-byte aligned. */
 uint64_t galloc(struct fixture *f, uint64_t len);
+/* A new guest buffer of len bytes aligned to align, a power of two up to 4096. */
+uint64_t galloc_aligned(struct fixture *f, uint64_t len, uint64_t align);
+
 /* Writes descriptor idx of the table at guest address table: s, chained to idx + 1 when
  * more. */
 void set_desc(struct fixture *f, uint64_t table, uint16_t idx, const struct seg *s, bool more);
@@ -113,6 +124,9 @@ uint64_t status_byte(struct fixture *f);
 /* Offers header, then len bytes of data in a new buffer filled with 0xee (device-writable
  * for IN and GET_ID), then status; no data descriptor when len is 0. */
 struct req request(struct fixture *f, uint32_t type, uint64_t sector, uint32_t len);
+/* The same with the data in the caller's guest buffer at data, left as it is. */
+struct req request_at(struct fixture *f, uint32_t type, uint64_t sector, uint64_t data,
+		      uint32_t len);
 /* An OUT request of len bytes of fill. */
 struct req write_request(struct fixture *f, uint64_t sector, uint8_t fill, uint32_t len);
 /* A DISCARD or WRITE_ZEROES request with n ranges. */
@@ -147,6 +161,8 @@ int open_disk(struct fixture *f, const char *path, bool read_only, const char *i
 void activate(struct fixture *f, struct vdev *dev, bool event_idx);
 /* A new event loop and a disk on f->path with these options, activated. */
 void attach(struct fixture *f, bool read_only, const char *id, bool event_idx);
+/* The same with every option given; options->path is f->path when NULL. */
+void attach_options(struct fixture *f, const struct virtio_blk_options *options, bool event_idx);
 /* Destroys the disk and its event loop. The queue in guest RAM stays as it is. */
 void detach(struct fixture *f);
 /* Detaches, then attaches a read-only disk on the same image. */
