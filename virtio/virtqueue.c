@@ -193,20 +193,43 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain)
 
 int virtq_push(struct virtq *q, uint16_t head, uint32_t written)
 {
+	struct virtq_used_buf buf = {.head = head, .written = written};
+
+	return virtq_push_batch(q, &buf, 1);
+}
+
+int virtq_push_batch(struct virtq *q, const struct virtq_used_buf *bufs, unsigned n)
+{
 	if (!q->ready)
 		return -EIO;
-	if (head >= q->size)
+	if (n > q->size)
 		return -EINVAL;
+	for (unsigned i = 0; i < n; i++)
+		if (bufs[i].head >= q->size)
+			return -EINVAL;
 	struct vring_used *used = used_ring(q);
 	if (!used)
 		return -EIO;
 
-	vring_used_elem_t *elem = &used->ring[q->used_idx & (q->size - 1)];
-	__atomic_store_n(&elem->id, htole32(head), __ATOMIC_RELAXED);
-	__atomic_store_n(&elem->len, htole32(written), __ATOMIC_RELAXED);
-	q->used_idx++;
-	/* Release: the element is visible before the index that publishes it (§2.7.8). */
+	for (unsigned i = 0; i < n; i++) {
+		vring_used_elem_t *elem = &used->ring[(uint16_t)(q->used_idx + i) & (q->size - 1)];
+		__atomic_store_n(&elem->id, htole32(bufs[i].head), __ATOMIC_RELAXED);
+		__atomic_store_n(&elem->len, htole32(bufs[i].written), __ATOMIC_RELAXED);
+	}
+	q->used_idx += n;
+	/* Release: the elements are visible before the index that publishes them (§2.7.8). */
 	__atomic_store_n(&used->idx, htole16(q->used_idx), __ATOMIC_RELEASE);
+	return 0;
+}
+
+int virtq_unpop(struct virtq *q, uint16_t n)
+{
+	if (!q->ready)
+		return -EIO;
+	/* Every chain popped and not pushed is still the device's. */
+	if (n > (uint16_t)(q->last_avail_idx - q->used_idx))
+		return -EINVAL;
+	q->last_avail_idx -= n;
 	return 0;
 }
 

@@ -65,6 +65,24 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain);
  * when the queue is not ready. */
 int virtq_push(struct virtq *q, uint16_t head, uint32_t written);
 
+/* One chain returned to the driver: its head and the bytes written to its writable part. */
+struct virtq_used_buf {
+	uint16_t head;
+	uint32_t written;
+};
+
+/* Returns n chains at once and publishes the used index once, after all of them: the
+ * driver sees all or none (a merged receive packet's buffers, virtio 1.2 §5.1.6.4.1).
+ * -EINVAL when a head is not a descriptor index or n exceeds the queue size (nothing is
+ * written then), -EIO when the queue is not ready. */
+int virtq_push_batch(struct virtq *q, const struct virtq_used_buf *bufs, unsigned n);
+
+/* Gives back the last n chains virtq_pop() returned that were not pushed, as if they
+ * had not been taken: the next pops return them again. For a device that took a chain
+ * it cannot serve yet (a backend that would block). -EINVAL when fewer than n chains are
+ * outstanding (popped and not pushed), -EIO when the queue is not ready. */
+int virtq_unpop(struct virtq *q, uint16_t n);
+
 /* Whether the driver wants an interrupt for the chains pushed since used index
  * old_used_idx (§2.7.10): by used_event with EVENT_IDX, else by NO_INTERRUPT. */
 bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx);

@@ -196,6 +196,82 @@ static void push_writes_used_element_then_index(void **state)
 	assert_int_equal(used(f)->idx, 2);
 }
 
+static void push_batch_writes_every_element_then_the_index_once(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_used_buf bufs[] = {{.head = 3, .written = 100}, {.head = 5, .written = 7}};
+
+	f->q.used_idx = 0xffff; /* the batch wraps the used index */
+	used(f)->idx = 0xffff;
+	assert_int_equal(virtq_push_batch(&f->q, bufs, 2), 0);
+	assert_int_equal(used(f)->idx, 1);
+	assert_int_equal(f->q.used_idx, 1);
+	assert_int_equal(used(f)->ring[QSIZE - 1].id, 3);
+	assert_int_equal(used(f)->ring[QSIZE - 1].len, 100);
+	assert_int_equal(used(f)->ring[0].id, 5);
+	assert_int_equal(used(f)->ring[0].len, 7);
+}
+
+static void push_batch_with_a_bad_head_writes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_used_buf bufs[] = {{.head = 1, .written = 9}, {.head = QSIZE, .written = 0}};
+
+	assert_int_equal(virtq_push_batch(&f->q, bufs, 2), -EINVAL);
+	assert_int_equal(used(f)->idx, 0);
+	assert_int_equal(used(f)->ring[0].len, 0);
+	assert_int_equal(f->q.used_idx, 0);
+}
+
+static void push_batch_larger_than_the_queue_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq_used_buf bufs[QSIZE + 1] = {0};
+
+	assert_int_equal(virtq_push_batch(&f->q, bufs, QSIZE + 1), -EINVAL);
+	assert_int_equal(used(f)->idx, 0);
+	assert_int_equal(virtq_push_batch(&f->q, bufs, QSIZE), 0);
+	assert_int_equal(used(f)->idx, QSIZE);
+}
+
+static void unpopped_chains_are_popped_again(void **state)
+{
+	struct fixture *f = *state;
+
+	set_desc(f, DESC_ADDR, 0, BUF_ADDR, 10, 0, 0);
+	set_desc(f, DESC_ADDR, 1, BUF_ADDR, 20, 0, 0);
+	offer(f, 0);
+	offer(f, 1);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	assert_int_equal(virtq_unpop(&f->q, 1), 0);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	assert_int_equal(f->chain.head, 1);
+	assert_int_equal(f->chain.readable_len, 20);
+	assert_int_equal(virtq_unpop(&f->q, 2), 0);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	assert_int_equal(f->chain.head, 0);
+}
+
+static void unpop_of_more_than_is_outstanding_is_refused(void **state)
+{
+	struct fixture *f = *state;
+
+	set_desc(f, DESC_ADDR, 0, BUF_ADDR, 10, 0, 0);
+	offer(f, 0);
+	offer(f, 0);
+	assert_int_equal(virtq_unpop(&f->q, 1), -EINVAL);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	assert_int_equal(virtq_push(&f->q, 0, 0), 0);
+	assert_int_equal(virtq_pop(&f->q, &f->chain), 1);
+	/* The first chain was used: only the second can be given back. */
+	assert_int_equal(virtq_unpop(&f->q, 2), -EINVAL);
+	assert_int_equal(virtq_unpop(&f->q, 1), 0);
+	assert_int_equal(f->q.last_avail_idx, 1);
+	virtq_reset(&f->q);
+	assert_int_equal(virtq_unpop(&f->q, 0), -EIO);
+}
+
 static void event_idx_notifies_only_when_used_event_is_crossed(void **state)
 {
 	struct fixture *f = *state;
@@ -493,6 +569,11 @@ int main(void)
 	    TEST(indirect_table_is_followed),
 	    TEST(pop_returns_zero_when_nothing_is_available),
 	    TEST(push_writes_used_element_then_index),
+	    TEST(push_batch_writes_every_element_then_the_index_once),
+	    TEST(push_batch_with_a_bad_head_writes_nothing),
+	    TEST(push_batch_larger_than_the_queue_is_refused),
+	    TEST(unpopped_chains_are_popped_again),
+	    TEST(unpop_of_more_than_is_outstanding_is_refused),
 	    TEST(event_idx_notifies_only_when_used_event_is_crossed),
 	    TEST(no_interrupt_flag_suppresses_notification_without_event_idx),
 	    TEST(avail_event_records_how_far_the_device_has_read),
