@@ -73,6 +73,9 @@ struct virtio_net {
 	bool tx_waiting;
 	unsigned watching; /* what the loop watches fd for, EVENT_* */
 	bool rx_error_logged;
+	/* The backend failed for good (end of file, a TAP deleted under us): its fd is
+	 * no longer watched, or its errors would wake the loop forever. */
+	bool backend_failed;
 	bool tx_error_logged;
 	struct virtio_net_stats stats;
 	struct net_rx_stash rx;
@@ -113,7 +116,7 @@ static void net_update_watch(struct virtio_net *net)
 	unsigned events =
 	    (net->rx_waiting ? 0 : EVENT_READABLE) | (net->tx_waiting ? EVENT_WRITABLE : 0);
 
-	if (events == net->watching)
+	if (events == net->watching || net->backend_failed)
 		return;
 	int err = event_loop_watch(net->loop, net->fd, events);
 	if (err)
@@ -427,9 +430,14 @@ static bool rx_deliver(struct virtio_net *net, uint64_t n)
 static void rx_backend_failed(struct virtio_net *net, const char *why)
 {
 	if (!net->rx_error_logged)
-		log_warn(&net->log, "%s: reading the backend: %s", net->name, why);
+		log_warn(&net->log, "%s: reading the backend: %s; it is no longer watched",
+			 net->name, why);
 	net->rx_error_logged = true;
 	net->rx_waiting = true;
+	if (!net->backend_failed) {
+		net->backend_failed = true;
+		(void)event_loop_remove(net->loop, net->fd);
+	}
 }
 
 /* Reads one frame into the stash's buffers. False when there is nothing more to do in

@@ -54,7 +54,7 @@ int event_loop_watch(struct event_loop *loop, int fd, unsigned events)
 {
 	for (unsigned i = 0; i < loop->source_count; i++) {
 		struct event_source *source = &loop->sources[i];
-		if (source->fd != fd)
+		if (source->fd != fd || !source->handler)
 			continue;
 		struct epoll_event ev = {
 		    .events = ((events & EVENT_READABLE) ? EPOLLIN : 0) |
@@ -62,6 +62,21 @@ int event_loop_watch(struct event_loop *loop, int fd, unsigned events)
 		    .data.ptr = source,
 		};
 		return epoll_ctl(loop->epoll_fd, EPOLL_CTL_MOD, fd, &ev) < 0 ? -errno : 0;
+	}
+	return -ENOENT;
+}
+
+int event_loop_remove(struct event_loop *loop, int fd)
+{
+	for (unsigned i = 0; i < loop->source_count; i++) {
+		struct event_source *source = &loop->sources[i];
+		if (source->fd != fd || !source->handler)
+			continue;
+		int err = epoll_ctl(loop->epoll_fd, EPOLL_CTL_DEL, fd, NULL) < 0 ? -errno : 0;
+		/* Events of this fd already fetched in the same epoll_wait are skipped. */
+		source->handler = NULL;
+		source->fd = -1;
+		return err;
 	}
 	return -ENOENT;
 }
@@ -81,6 +96,8 @@ static int event_loop_dispatch(struct event_loop *loop, int timeout_ms, bool *st
 			*stop = true;
 			continue;
 		}
+		if (!source->handler)
+			continue; /* removed by an earlier handler of this batch */
 		source->handler(source->opaque);
 		ran++;
 	}

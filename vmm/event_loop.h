@@ -47,6 +47,12 @@ int event_loop_add(struct event_loop *loop, int fd, event_handler_fn handler, vo
  * (its handlers) and before event_loop_start(). -ENOENT when fd is not watched. */
 int event_loop_watch(struct event_loop *loop, int fd, unsigned events);
 
+/* Stops watching fd for good, e.g. a backend that failed: epoll reports errors and
+ * hang-ups even on a paused fd, and a handler called for them forever would spin the
+ * thread. The slot is not reused. Same threads as event_loop_watch(); -ENOENT when fd is
+ * not watched. */
+int event_loop_remove(struct event_loop *loop, int fd);
+
 /* Waits up to timeout_ms (-1: forever) and runs the handlers of the fds that are
  * ready. Returns how many handlers ran, or a negative errno. */
 int event_loop_run_once(struct event_loop *loop, int timeout_ms);

@@ -43,7 +43,8 @@ static int teardown(void **state)
 
 	event_loop_destroy(&f->loop);
 	close(f->pipe_fds[0]);
-	close(f->pipe_fds[1]);
+	if (f->pipe_fds[1] >= 0)
+		close(f->pipe_fds[1]);
 	return 0;
 }
 
@@ -98,6 +99,23 @@ static void watching_an_unknown_fd_is_enoent(void **state)
 	assert_int_equal(event_loop_watch(&f->loop, f->pipe_fds[0], EVENT_READABLE), -ENOENT);
 }
 
+static void removed_fd_never_runs_again_even_in_error(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(event_loop_add(&f->loop, f->pipe_fds[0], count_call, &f->counter), 0);
+	/* With the write end closed, the read end reports a hang-up, paused or not. */
+	close(f->pipe_fds[1]);
+	f->pipe_fds[1] = -1;
+	assert_int_equal(event_loop_watch(&f->loop, f->pipe_fds[0], 0), 0);
+	assert_int_equal(event_loop_run_once(&f->loop, 0), 1);
+	assert_int_equal(event_loop_remove(&f->loop, f->pipe_fds[0]), 0);
+	assert_int_equal(event_loop_run_once(&f->loop, 0), 0);
+	assert_int_equal(f->counter.calls, 1);
+	assert_int_equal(event_loop_remove(&f->loop, f->pipe_fds[0]), -ENOENT);
+	assert_int_equal(event_loop_watch(&f->loop, f->pipe_fds[0], EVENT_READABLE), -ENOENT);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -107,6 +125,7 @@ int main(void)
 	    TEST(paused_fd_does_not_run_until_watched_again),
 	    TEST(writable_watch_runs_the_handler_when_the_fd_can_take_data),
 	    TEST(watching_an_unknown_fd_is_enoent),
+	    TEST(removed_fd_never_runs_again_even_in_error),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

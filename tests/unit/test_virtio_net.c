@@ -233,7 +233,8 @@ static int teardown(void **state)
 	if (f->net)
 		detach(f);
 	close(f->fd);
-	close(f->peer);
+	if (f->peer >= 0)
+		close(f->peer);
 	guest_memory_destroy(&f->mem);
 	free(f);
 	return 0;
@@ -929,6 +930,25 @@ static void receive_without_buffers_asks_for_a_notification_with_event_idx(void 
 	assert_pattern(guest(f, buf + HDR_LEN, 80), 80, 2, 0);
 }
 
+static void backend_at_end_of_file_is_no_longer_watched(void **state)
+{
+	struct fixture *f = *state;
+	uint16_t head;
+
+	offer_rx_buffer(f, MAX_PACKET, &head);
+	notify(f, RX);
+	/* The TAP went away: reads see the end, and epoll would report it forever. */
+	close(f->peer);
+	f->peer = -1;
+	assert_true(event_loop_run_once(&f->loop, 0) >= 1);
+	assert_int_equal(event_loop_run_once(&f->loop, 0), 0);
+	assert_non_null(strstr(f->log_text, "no longer watched"));
+	/* The driver goes on: new buffers and transmits change nothing, nothing spins. */
+	notify(f, RX);
+	assert_int_equal(event_loop_run_once(&f->loop, 0), 0);
+	assert_int_equal(used(f, RX)->idx, 0);
+}
+
 static void frame_too_big_for_the_buffer_is_dropped_and_the_next_fits(void **state)
 {
 	struct fixture *f = *state;
@@ -1302,6 +1322,7 @@ int main(void)
 	    TEST(largest_segmented_frame_is_received_across_mergeable_buffers),
 	    TEST(receive_without_buffers_pauses_the_tap_until_the_driver_notifies),
 	    TEST(receive_without_buffers_asks_for_a_notification_with_event_idx),
+	    TEST(backend_at_end_of_file_is_no_longer_watched),
 	    TEST(frame_too_big_for_the_buffer_is_dropped_and_the_next_fits),
 	    TEST(mergeable_frame_bigger_than_every_buffer_is_dropped),
 	    TEST(receive_buffers_too_small_for_a_header_are_returned_unused),
