@@ -22,6 +22,7 @@
 #include "../boot/layout.h"
 #include "../boot/mptable.h"
 #include "file_image.h"
+#include "vm_devices.h"
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -266,9 +267,9 @@ static int vm_check_config(const struct mote_config *config, const struct mote_l
 			  UINT32_MAX - 1);
 		return -EINVAL;
 	}
-	/* The devices themselves come with issue 4. */
-	if (config->net_count > 0 || config->vsock.guest_cid != 0) {
-		log_error(log, "virtio-net and virtio-vsock are not available in this build yet");
+	/* The vsock device comes with the rest of issue 4. */
+	if (config->vsock.guest_cid != 0) {
+		log_error(log, "virtio-vsock is not available in this build yet");
 		return -ENOTSUP;
 	}
 	return 0;
@@ -370,30 +371,6 @@ static int vm_register_devices(struct mote_vm *vm)
 		ret = bus_register(&vm->pio, DEBUG_PORT_ADDR, DEBUG_PORT_LEN, debug_port_access,
 				   &vm->debug_port, "debug port", &vm->log);
 	return ret;
-}
-
-/* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. Each image is
- * opened and locked here, so a bad one is reported before anything runs. */
-static int vm_create_disks(struct mote_vm *vm, const struct mote_config *config)
-{
-	for (unsigned i = 0; i < config->disk_count; i++) {
-		const struct mote_disk *disk = &config->disks[i];
-		struct virtio_blk_options options = {
-		    .path = disk->path,
-		    .read_only = disk->read_only,
-		    .id = disk->id,
-		    .direct = disk->direct,
-		};
-		int ret =
-		    virtio_blk_create(&options, &vm->mem, &vm->events, &vm->log, &vm->disks[i]);
-		if (ret)
-			return ret;
-		vm->disk_count++;
-		ret = vm_virtio_attach(vm, virtio_blk_vdev(vm->disks[i]));
-		if (ret)
-			return ret;
-	}
-	return 0;
 }
 
 /* The guest's command line: the base (the user's or the default), then what the
@@ -555,7 +532,7 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	if (!ret)
 		ret = vm_register_devices(vm);
 	if (!ret)
-		ret = vm_create_disks(vm, config);
+		ret = vm_devices_create(vm, config);
 	if (!ret)
 		ret = vm_load_guest(vm, config, &kernel_file, &initrd_file);
 	if (!ret)
@@ -630,8 +607,7 @@ void mote_vm_destroy(struct mote_vm *vm)
 	/* Devices before memory: a disk waits for its requests in flight, which still
 	 * write into guest RAM. */
 	event_loop_stop(&vm->events);
-	for (unsigned i = 0; i < vm->disk_count; i++)
-		virtio_blk_destroy(vm->disks[i]);
+	vm_devices_destroy(vm);
 	vm_virtio_destroy(vm);
 	event_loop_destroy(&vm->events);
 	if (vm->vm_fd >= 0)

@@ -9,6 +9,7 @@
 #include "../devices/i8042.h"
 #include "../devices/serial.h"
 #include "../virtio/blk.h"
+#include "../virtio/net.h"
 #include "bus.h"
 #include "event_loop.h"
 #include "guest_memory.h"
@@ -39,6 +40,10 @@ struct mote_vm {
 	struct vm_virtio virtio;
 	unsigned disk_count;
 	struct virtio_blk *disks[MOTE_MAX_DISKS];
+	unsigned nic_count;
+	struct virtio_net *nics[MOTE_MAX_NETS];
+	unsigned nic_fd_count;
+	int nic_fds[MOTE_MAX_NETS]; /* their TAPs */
 
 	unsigned cpu_count;
 	struct vcpu vcpus[MOTE_MAX_CPUS];

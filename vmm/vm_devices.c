@@ -1,0 +1,108 @@
+/* The VM's virtio devices (vm_devices.h). */
+#include "vm_devices.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "../virtio/net_tap.h"
+#include "vm.h"
+
+/* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. */
+static int vm_create_disks(struct mote_vm *vm, const struct mote_config *config)
+{
+	for (unsigned i = 0; i < config->disk_count; i++) {
+		const struct mote_disk *disk = &config->disks[i];
+		struct virtio_blk_options options = {
+		    .path = disk->path,
+		    .read_only = disk->read_only,
+		    .id = disk->id,
+		    .direct = disk->direct,
+		};
+		int ret =
+		    virtio_blk_create(&options, &vm->mem, &vm->events, &vm->log, &vm->disks[i]);
+		if (ret)
+			return ret;
+		vm->disk_count++;
+		ret = vm_virtio_attach(vm, virtio_blk_vdev(vm->disks[i]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* A NIC without a configured address gets a random locally administered unicast one
+ * (IEEE 802: bit 1 of the first byte set, bit 0 clear), as Cloud Hypervisor does, so
+ * the guest's address is known to the host from the start. */
+static void vm_random_mac(uint8_t mac[6])
+{
+	if (getrandom(mac, 6, GRND_NONBLOCK) != 6) {
+		/* No entropy yet: any local address is fine, two VMs just must differ. */
+		uint64_t mixed = (uint64_t)vm_now_ns() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+		memcpy(mac, &mixed, 6);
+	}
+	mac[0] = (uint8_t)((mac[0] & ~1u) | 2u);
+}
+
+/* The NICs, in the order given: eth0, eth1, ... for the guest. */
+static int vm_create_nics(struct mote_vm *vm, const struct mote_config *config)
+{
+	for (unsigned i = 0; i < config->net_count; i++) {
+		const struct mote_net *nic = &config->nets[i];
+		int fd = net_tap_open(nic->tap, &vm->log);
+		if (fd < 0) {
+			/* A TAP that is missing or not ours is a host resource the user named,
+			 * like a disk image (exit code 4), not missing KVM (-ENODEV). */
+			return fd == -ENODEV ? -ENOENT : fd == -EPERM ? -EACCES : fd;
+		}
+		vm->nic_fds[vm->nic_fd_count++] = fd;
+		struct virtio_net_options options = {
+		    .tap_fd = fd,
+		    .has_mac = true,
+		    .set_offloads = net_tap_set_offloads,
+		    .name = nic->id ? nic->id : nic->tap,
+		};
+		if (nic->has_mac)
+			memcpy(options.mac, nic->mac, sizeof(options.mac));
+		else
+			vm_random_mac(options.mac);
+		int ret = virtio_net_create(&options, &vm->mem, &vm->events, &vm->log, &vm->nics[i]);
+		if (ret)
+			return ret;
+		vm->nic_count++;
+		ret = vm_virtio_attach(vm, virtio_net_vdev(vm->nics[i]));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int vm_devices_create(struct mote_vm *vm, const struct mote_config *config)
+{
+	unsigned wanted = config->disk_count + config->net_count;
+
+	if (wanted > VM_VIRTIO_MAX_DEVICES) {
+		log_error(&vm->log, "%u disks and network interfaces: at most %d virtio devices",
+			  wanted, VM_VIRTIO_MAX_DEVICES);
+		return -EINVAL;
+	}
+	int ret = vm_create_disks(vm, config);
+	if (!ret)
+		ret = vm_create_nics(vm, config);
+	return ret;
+}
+
+void vm_devices_destroy(struct mote_vm *vm)
+{
+	for (unsigned i = 0; i < vm->disk_count; i++)
+		virtio_blk_destroy(vm->disks[i]);
+	vm->disk_count = 0;
+	for (unsigned i = 0; i < vm->nic_count; i++)
+		virtio_net_destroy(vm->nics[i]);
+	vm->nic_count = 0;
+	/* After the devices: they never close their backend fd. */
+	for (unsigned i = 0; i < vm->nic_fd_count; i++)
+		close(vm->nic_fds[i]);
+	vm->nic_fd_count = 0;
+}
