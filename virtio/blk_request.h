@@ -25,8 +25,10 @@
 /* Requests in flight at most: one per descriptor of the largest queue we offer. */
 #define BLK_QUEUE_SIZE 256
 /* Data segments per IN/OUT request (config seg_max; the header and status byte come on
- * top, as Linux counts them). Also bounds the iovecs of one SQE, far below IOV_MAX. */
-#define BLK_SEG_MAX 128
+ * top, as Linux counts them): as many as a chain of the whole queue holds, so that a
+ * 1 MiB request of scattered 4 KiB pages needs few chains. Also bounds the iovecs of
+ * one SQE, below IOV_MAX. */
+#define BLK_SEG_MAX (BLK_QUEUE_SIZE - 2)
 /* Ranges per DISCARD or WRITE_ZEROES request (config max_discard_seg and
  * max_write_zeroes_seg), and sectors per range (max_discard_sectors and
  * max_write_zeroes_sectors): 1 GiB. */

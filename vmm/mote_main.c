@@ -143,6 +143,8 @@ static int exit_code_for_create_error(int err)
 	case -ENOSPC:
 	case -E2BIG:
 	case -EBUSY:
+	case -EADDRINUSE:
+	case -ENAMETOOLONG:
 		return EXIT_BAD_IMAGE;
 	case -EINVAL:
 		return EXIT_USAGE;
