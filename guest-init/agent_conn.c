@@ -223,6 +223,9 @@ static enum frame_result dispatch(struct agent_conn *c, const struct agent_heade
 	case AGENT_POWER_OFF:
 		power_off_request(c, h);
 		return FRAME_DONE;
+	case AGENT_CANCEL:
+		file_cancel(c, h);
+		return FRAME_DONE;
 	default:
 		conn_send_error(c, h->id, h->type, EOPNOTSUPP, "unknown frame type 0x%x", h->type);
 		return FRAME_DONE;

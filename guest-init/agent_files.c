@@ -246,3 +246,27 @@ void download_abort(struct request *r)
 {
 	close_fd(&r->download.fd);
 }
+
+void file_cancel(struct agent_conn *c, const struct agent_header *h)
+{
+	struct request *r = conn_find(c, h->id, REQUEST_FREE);
+
+	if (h->length != 0) {
+		conn_send_error(c, h->id, h->type, EPROTO, "CANCEL takes no payload");
+		return;
+	}
+	if (!r) {
+		conn_send_error(c, h->id, h->type, ESRCH, "no transfer with request id %u", h->id);
+		return;
+	}
+	if (r->kind == REQUEST_EXEC) {
+		conn_send_error(c, h->id, h->type, EINVAL, "a command is stopped with SIGNAL");
+		return;
+	}
+	if (r->kind == REQUEST_UPLOAD)
+		upload_abort(r);
+	else
+		download_abort(r);
+	conn_free_request(r);
+	conn_send_ok(c, h->id, 0, 0);
+}

@@ -157,5 +157,7 @@ void download_begin(struct agent_conn *c, const struct agent_header *h, const ui
 /* Sends the next chunk if there is room; WAIT_ROOM until the download has ended. */
 enum progress_wait download_progress(struct agent_conn *c, struct request *r);
 void download_abort(struct request *r);
+/* CANCEL of an upload (nothing written) or a download (no more DATA): answers OK. */
+void file_cancel(struct agent_conn *c, const struct agent_header *h);
 
 #endif

@@ -41,6 +41,7 @@ enum agent_frame_type {
 	AGENT_UPLOAD_END = 0x07,
 	AGENT_DOWNLOAD = 0x08,
 	AGENT_POWER_OFF = 0x09,
+	AGENT_CANCEL = 0x0a,
 	/* agent to client */
 	AGENT_HELLO = 0x80,
 	AGENT_OK = 0x81,
@@ -189,12 +190,16 @@ static inline void agent_put_bytes(struct agent_writer *w, const void *data, siz
 /* A string on the wire: u32 byte count, then the bytes, no terminator. */
 static inline void agent_put_string_n(struct agent_writer *w, const char *s, size_t n)
 {
-	if (n > UINT32_MAX) {
+	/* Whole or not at all, like every other append. */
+	uint8_t *p = n <= UINT32_MAX && n <= SIZE_MAX - 4 ? agent_put_space(w, 4 + n) : NULL;
+
+	if (!p) {
 		w->overflow = true;
 		return;
 	}
-	agent_put_u32(w, (uint32_t)n);
-	agent_put_bytes(w, s, n);
+	agent_le32_put(p, (uint32_t)n);
+	if (n)
+		memcpy(p + 4, s, n);
 }
 
 static inline void agent_put_string(struct agent_writer *w, const char *s)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -269,6 +270,91 @@ static inline void wire_expect_hello(struct wire_fixture *f)
 	char host[AGENT_HOSTNAME_MAX + 1];
 	agent_get_cstring(&rd, host, sizeof(host));
 	assert_true(agent_reader_done(&rd));
+}
+
+/* A fake VMM vsock socket: Firecracker's CONNECT/OK handshake, then the real agent
+ * or the misbehaviour the mode asks for. One child process per connection. */
+enum wire_fake_mode {
+	WIRE_FAKE_AGENT,      /* "OK <n>", then the real agent */
+	WIRE_FAKE_REPLY,      /* the reply line given, then close */
+	WIRE_FAKE_CLOSE,      /* close at once, like a VMM whose guest does not listen */
+	WIRE_FAKE_RAW,	      /* "OK <n>", then the raw bytes given, then wait for EOF */
+	WIRE_FAKE_NO_REPLY_N, /* close the first close_first connections, then WIRE_FAKE_AGENT */
+};
+
+struct wire_fake_vmm {
+	pid_t pid;
+	enum wire_fake_mode mode;
+	const char *reply;
+	const uint8_t *raw;
+	size_t raw_len;
+	int close_first;
+	int start_delay_ms;
+	struct agent_config config;
+};
+
+/* The VMM side of one connection: "CONNECT <port>\n" in, then the mode's answer. */
+static inline void wire_fake_connection(struct wire_fake_vmm *fake, int fd, int index)
+{
+	char line[64];
+	size_t len = 0;
+	char c;
+
+	while (len + 1 < sizeof(line) && read(fd, &c, 1) == 1 && c != '\n')
+		line[len++] = c;
+	line[len] = '\0';
+	if (strcmp(line, "CONNECT 52") != 0)
+		_exit(3);
+	enum wire_fake_mode mode = fake->mode;
+	if (mode == WIRE_FAKE_NO_REPLY_N)
+		mode = index < fake->close_first ? WIRE_FAKE_CLOSE : WIRE_FAKE_AGENT;
+	switch (mode) {
+	case WIRE_FAKE_AGENT:
+		if (wire_write_full(fd, "OK 1073741824\n", 14) == 0)
+			agent_serve(fd, &fake->config);
+		break;
+	case WIRE_FAKE_REPLY:
+		wire_write_full(fd, fake->reply, strlen(fake->reply));
+		break;
+	case WIRE_FAKE_RAW:
+		if (wire_write_full(fd, "OK 1\n", 5) == 0 &&
+		    wire_write_full(fd, fake->raw, fake->raw_len) == 0)
+			while (read(fd, line, sizeof(line)) > 0) {
+			}
+		break;
+	default:
+		break;
+	}
+	_exit(0);
+}
+
+/* Starts the fake VMM's socket at path (sizeof(sun_path) at most) in a child process. */
+static inline void wire_fake_vmm_start(struct wire_fake_vmm *fake, const char *path)
+{
+	fake->pid = fork();
+	assert_true(fake->pid >= 0);
+	if (fake->pid > 0)
+		return;
+	if (fake->start_delay_ms)
+		nanosleep(&(struct timespec){.tv_nsec = fake->start_delay_ms * 1000000L}, NULL);
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	strncpy(addr.sun_path, path, sizeof(addr.sun_path) - 1);
+	int listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (bind(listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    listen(listen_fd, 16) < 0)
+		_exit(2);
+	signal(SIGCHLD, SIG_IGN);
+	for (int index = 0;; index++) {
+		int fd = accept(listen_fd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		if (fork() == 0) {
+			close(listen_fd);
+			signal(SIGCHLD, SIG_DFL);
+			wire_fake_connection(fake, fd, index);
+		}
+		close(fd);
+	}
 }
 
 #endif
