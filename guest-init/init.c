@@ -1,15 +1,21 @@
 /* mote-init: the guest's PID 1. A static program with no dependencies on the guest's
- * userland beyond /bin/sh for `mote.run=`. It runs as /init of an initramfs
- * (tools/build-initramfs.sh) or as /sbin/init of a root disk (tools/build-rootfs.sh),
- * which the kernel may have mounted read-write or read-only (`rw`/`ro`) and on which it
- * has already mounted devtmpfs at /dev (CONFIG_DEVTMPFS_MOUNT); neither needs a case.
+ * userland beyond /bin/sh for `mote.run=`; the in-guest agent (agent.h) is compiled in. It runs as
+ * /init of an initramfs (tools/build-initramfs.sh) or as /sbin/init of a root disk
+ * (tools/build-rootfs.sh), which the kernel may have mounted read-write or read-only (`rw`/`ro`)
+ * and on which it has already mounted devtmpfs at /dev (CONFIG_DEVTMPFS_MOUNT); neither needs a
+ * case.
  *
  * Order: signal boot complete on the debug port (design.md "Boot timing"), mount the
- * pseudo file systems, run the command from the kernel command line (if any) while
- * reaping orphans, then power off. PID 1 must never exit: the kernel panics if it does,
- * so every error is reported on the console and the program carries on or powers off. */
+ * pseudo file systems, start the agent on vsock if `mote.agent[=PORT]` asks for it,
+ * run the command from the kernel command line (if any) while reaping orphans, then
+ * power off. With the agent and no command, the guest stays up serving the agent
+ * until a power-off request (the agent's POWER_OFF, or busybox `poweroff`). PID 1 must never exit:
+ * the kernel panics if it does, so every error is reported on the console and the program carries
+ * on or powers off. */
 #define MOTE_GUEST_SIDE
 #include "../devices/debug_port.h"
+#include "agent.h"
+#include "agent_protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +36,11 @@
 #include <unistd.h>
 
 #define CMDLINE_MAX 4096
-#define RUN_KEY "mote.run="
+#define RUN_KEY "mote.run"
+#define AGENT_KEY "mote.agent"
+/* An agent that ran at least this long is restarted when it exits; one that dies at
+ * once (no vsock device) is not. */
+#define AGENT_RESTART_MIN_S 1
 
 static void port_write(unsigned char value)
 {
@@ -92,10 +102,8 @@ static void open_console_fds(void)
 		close(fd);
 }
 
-/* Finds `mote.run=VALUE` at the start of a word. The kernel keeps double quotes in
- * /proc/cmdline, so a quoted VALUE runs to the closing quote; otherwise to the next
- * blank. Returns a malloc'd string or NULL. */
-static char *cmdline_run_value(void)
+/* The kernel command line, read once; "" when it cannot be read. */
+static const char *read_cmdline(void)
 {
 	static char buf[CMDLINE_MAX];
 	ssize_t len;
@@ -104,24 +112,37 @@ static char *cmdline_run_value(void)
 	fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		say("mote-init: open /proc/cmdline: %s", strerror(errno));
-		return NULL;
+		return "";
 	}
 	len = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (len < 0) {
 		say("mote-init: read /proc/cmdline: %s", strerror(errno));
-		return NULL;
+		return "";
 	}
 	buf[len] = '\0';
+	return buf;
+}
 
-	for (char *p = buf; (p = strstr(p, RUN_KEY)) != NULL; p++) {
-		if (p != buf && p[-1] != ' ' && p[-1] != '\t')
+/* Finds the word `KEY=VALUE` (or a bare `KEY`, which yields "") in the command line.
+ * The kernel keeps double quotes in /proc/cmdline, so a quoted VALUE runs to the
+ * closing quote; otherwise to the next blank. Returns a malloc'd string or NULL. */
+static char *cmdline_value(const char *cmdline, const char *key)
+{
+	size_t key_len = strlen(key);
+
+	for (const char *p = cmdline; (p = strstr(p, key)) != NULL; p++) {
+		if (p != cmdline && p[-1] != ' ' && p[-1] != '\t')
 			continue;
-		char *value = p + strlen(RUN_KEY);
+		const char *value = p + key_len;
+		if (*value == '\0' || *value == ' ' || *value == '\t' || *value == '\n')
+			return strdup("");
+		if (*value++ != '=')
+			continue;
 		size_t n;
 		if (*value == '"') {
 			value++;
-			char *end = strchr(value, '"');
+			const char *end = strchr(value, '"');
 			n = end ? (size_t)(end - value) : strcspn(value, "\n");
 		} else {
 			n = strcspn(value, " \t\n");
@@ -129,6 +150,28 @@ static char *cmdline_run_value(void)
 		return strndup(value, n);
 	}
 	return NULL;
+}
+
+/* `mote.agent` alone means the default port; returns 0 when the agent is not asked
+ * for or its port is not a number from 1 to 2^32-2 (VMADDR_PORT_ANY is not one). */
+static uint32_t cmdline_agent_port(const char *cmdline)
+{
+	char *value = cmdline_value(cmdline, AGENT_KEY);
+	unsigned long long port = AGENT_DEFAULT_PORT;
+	char *end;
+
+	if (!value)
+		return 0;
+	if (*value) {
+		errno = 0;
+		port = strtoull(value, &end, 10);
+		if (errno || *end || end == value || port == 0 || port >= UINT32_MAX) {
+			say("mote-init: mote.agent=%s: not a vsock port number", value);
+			port = 0;
+		}
+	}
+	free(value);
+	return (uint32_t)port;
 }
 
 /* /dev/console cannot become a controlling terminal, so an interactive shell there
@@ -251,6 +294,9 @@ static void power_off(bool write_port)
 {
 	/* Let the console send what is queued before the VM goes away. */
 	drain_console(STDERR_FILENO);
+	/* Every other process ends first (the agent, its commands, orphans), so none
+	 * writes after the sync and the read-only remount finds no file open for writing. */
+	kill(-1, SIGKILL);
 	sync();
 	/* A root disk remounted read-only is left clean (no journal to replay at the next
 	 * boot, nothing for fsck on the host). Best effort: it fails while a process still
@@ -266,16 +312,74 @@ static void power_off(bool write_port)
 		pause();
 }
 
+struct agent_child {
+	uint32_t port; /* 0: no agent */
+	pid_t pid;     /* -1 while none runs */
+	time_t started;
+};
+
+/* The agent's POWER_OFF: PID 1 powers off on SIGUSR2 like on busybox `poweroff`. */
+static void agent_power_off(void *opaque)
+{
+	(void)opaque;
+	kill(1, SIGUSR2);
+}
+
+static void agent_start(struct agent_child *agent, const sigset_t *old_mask)
+{
+	struct timespec now;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		say("mote-init: fork: %s", strerror(errno));
+		agent->pid = -1;
+		return;
+	}
+	if (pid == 0) {
+		struct agent_config config = {.power_off = agent_power_off};
+		sigprocmask(SIG_SETMASK, old_mask, NULL);
+		_exit(agent_main(agent->port, &config));
+	}
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	agent->pid = pid;
+	agent->started = now.tv_sec;
+}
+
+/* Restarts an agent that ran for a while (it broke, it must come back); one that
+ * failed at once would fail again. Returns false when the agent is gone for good. */
+static bool agent_exited(struct agent_child *agent, int status, const sigset_t *old_mask)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (WIFEXITED(status))
+		say("mote-init: agent exited with status %d", WEXITSTATUS(status));
+	else
+		say("mote-init: agent killed by signal %d", WTERMSIG(status));
+	agent->pid = -1;
+	if (now.tv_sec - agent->started < AGENT_RESTART_MIN_S)
+		return false;
+	agent_start(agent, old_mask);
+	return agent->pid > 0;
+}
+
 /* Waits for SIGCHLD and the shutdown signals with them blocked (sigwaitinfo), so no
  * signal can slip in between a check and a wait. Reaps every child (PID 1 inherits
- * orphans); returns when `target` exits, or powers off on request. */
-static void supervise(pid_t target, const sigset_t *mask)
+ * orphans) and restarts the agent when it breaks; returns when `target` exits (with
+ * no target: when the agent is gone for good), or powers off on request. */
+static void supervise(pid_t target, struct agent_child *agent, const sigset_t *mask,
+		      const sigset_t *old_mask)
 {
 	for (;;) {
 		int status;
 		pid_t pid;
 
 		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+			if (agent->pid > 0 && pid == agent->pid) {
+				if (!agent_exited(agent, status, old_mask) && target < 0)
+					return;
+				continue;
+			}
 			if (pid != target)
 				continue;
 			if (WIFEXITED(status))
@@ -328,12 +432,18 @@ int main(void)
 		say("mote-init: ioperm 0x%x: %s", DEBUG_PORT_ADDR, strerror(ioperm_errno));
 	say("mote-init: boot complete");
 
-	char *command = cmdline_run_value();
-	if (command) {
+	const char *cmdline = read_cmdline();
+	struct agent_child agent = {.port = cmdline_agent_port(cmdline), .pid = -1};
+	if (agent.port)
+		agent_start(&agent, &old_mask);
+	char *command = cmdline_value(cmdline, RUN_KEY);
+	if (command && *command) {
 		pid_t pid = spawn_command(command, &old_mask);
 		if (pid > 0)
-			supervise(pid, &mask);
-		free(command);
+			supervise(pid, &agent, &mask, &old_mask);
+	} else if (agent.pid > 0) {
+		supervise(-1, &agent, &mask, &old_mask);
 	}
+	free(command);
 	power_off(true);
 }

@@ -1,4 +1,5 @@
-/* The `mote` command: a thin front-end over libmote. Exit codes (README):
+/* The `mote` command: a thin front-end over libmote. `mote exec` and `mote cp` have
+ * exit codes of their own (cli_exec.h). Exit codes of `mote run` (README):
  *   0  the guest powered off or rebooted
  *   1  the VM failed while running, or was stopped by a signal
  *   2  bad command line or config file
@@ -15,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_exec.h"
 #include "cli_options.h"
 #include "mote.h"
 
@@ -29,6 +31,8 @@ enum {
 
 static const char usage[] =
     "usage: mote run --kernel PATH [options]\n"
+    "       mote exec --vsock PATH [exec options] [--] CMD [ARG...]\n"
+    "       mote cp --vsock PATH [--port N] [--wait S] SRC DST\n"
     "       mote --help | --version\n"
     "\n"
     "Boots a Linux microVM on KVM with a serial console.\n"
@@ -55,7 +59,23 @@ static const char usage[] =
     "\n"
     "exit codes: 0 guest powered off or rebooted, 1 VM failed, 2 usage error,\n"
     "            3 no usable KVM, 4 unusable kernel/initrd/disk/console file, TAP or vsock\n"
-    "            socket, 5 guest panic\n";
+    "            socket, 5 guest panic\n"
+    "\n"
+    "exec runs CMD in a running guest through its agent (mote.agent on the guest's\n"
+    "kernel command line); output streamed, our stdin forwarded, ^C forwarded.\n"
+    "cp copies a file into or out of the guest: exactly one of SRC and DST is\n"
+    "guest:/PATH; - is stdin or stdout; a DST ending in / is a directory.\n"
+    "exec and cp options:\n"
+    "  --vsock PATH         the VM's vsock Unix socket (required)\n"
+    "  --port N             the agent's vsock port (default 52)\n"
+    "  --wait S             keep trying to reach the agent for S seconds (default 10)\n"
+    "  --env NAME=VALUE     exec: add to the command's environment, repeatable\n"
+    "  --cwd DIR            exec: working directory in the guest (default /)\n"
+    "  --timeout S          exec: kill the command after S seconds\n"
+    "exec exit codes: the command's status, 128+N if killed by signal N, 124 timed\n"
+    "            out, 125 agent unreachable or connection failed, 127 could not start\n"
+    "            the command, 2 usage error\n"
+    "cp exit codes: 0 copied, 1 not copied, 2 usage error, 125 agent unreachable\n";
 
 struct cli_context {
 	bool quiet;
@@ -258,6 +278,10 @@ int main(int argc, char **argv)
 	char error[CLI_ERROR_MAX] = "";
 	int code;
 
+	if (argc >= 2 && strcmp(argv[1], "exec") == 0)
+		return cli_exec_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cp") == 0)
+		return cli_cp_main(argc - 1, argv + 1);
 	cli_options_init(&opts);
 	if (cli_options_parse(&opts, argc, argv, error, sizeof(error))) {
 		fprintf(stderr, "mote: %s\n", error);

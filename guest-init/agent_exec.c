@@ -1,0 +1,544 @@
+/* Commands (AGENT_PROTOCOL.md "Commands"): EXEC forks a child that becomes the leader
+ * of a session of its own and execs the program with pipes for stdin, stdout and
+ * stderr. A fourth pipe, close-on-exec, tells the agent whether the exec happened: it
+ * reads EOF when it did, and (stage, errno) when chdir or execve failed, so "could
+ * not start" never looks like a program that exited 127. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+/* What a command may still write after it exited, before EXIT is sent: its own last
+ * output is at most a pipe's capacity (1 MiB at most, fs.pipe-max-size), while a
+ * background process that keeps writing must not hold EXIT back forever. */
+#define DRAIN_AFTER_EXIT (2u * 1024u * 1024u)
+
+/* An EXEC payload decoded into NUL-terminated strings, all inside arena. */
+struct exec_args {
+	uint32_t flags;
+	char *cwd; /* NULL: the agent's own */
+	char **argv;
+	char **env;
+	uint32_t envc;
+	char *arena;
+};
+
+static void exec_args_free(struct exec_args *a)
+{
+	free(a->arena);
+	free(a->argv);
+	free(a->env);
+}
+
+static char *copy_string(struct agent_reader *r, char **arena)
+{
+	const char *s;
+	size_t n;
+
+	agent_get_string(r, &s, &n);
+	char *copy = *arena;
+	memcpy(copy, s, n);
+	copy[n] = '\0';
+	*arena += n + 1;
+	return copy;
+}
+
+/* Returns 0, or a positive errno with the reason in why. */
+static int decode_exec(const struct agent_header *h, const uint8_t *payload, struct exec_args *a,
+		       char *why, size_t why_len)
+{
+	struct agent_reader r;
+
+	agent_reader_init(&r, payload, h->length);
+	a->flags = agent_get_u32(&r);
+	uint32_t argc = agent_get_u32(&r);
+	a->envc = agent_get_u32(&r);
+	if (r.bad)
+		return snprintf(why, why_len, "EXEC payload truncated"), EPROTO;
+	if (a->flags & ~AGENT_EXEC_ENV_REPLACE)
+		return snprintf(why, why_len, "unknown EXEC flags 0x%x", a->flags), EINVAL;
+	if (argc == 0 || argc > AGENT_MAX_ARGS)
+		return snprintf(why, why_len, "argc %u: must be 1 to %u", argc, AGENT_MAX_ARGS),
+		       EINVAL;
+	if (a->envc > AGENT_MAX_ENV)
+		return snprintf(why, why_len, "%u environment entries: at most %u", a->envc,
+				AGENT_MAX_ENV),
+		       E2BIG;
+
+	/* Each string costs 4 + n payload bytes and n + 1 arena bytes. */
+	char *p = a->arena = malloc(h->length + 1);
+	a->argv = calloc(argc + 1, sizeof(char *));
+	a->env = calloc(a->envc + 1, sizeof(char *));
+	if (!a->arena || !a->argv || !a->env)
+		return snprintf(why, why_len, "out of memory"), ENOMEM;
+	char *cwd = copy_string(&r, &p);
+	for (uint32_t i = 0; i < argc; i++)
+		a->argv[i] = copy_string(&r, &p);
+	for (uint32_t i = 0; i < a->envc; i++)
+		a->env[i] = copy_string(&r, &p);
+	if (!agent_reader_done(&r))
+		return snprintf(why, why_len, "EXEC payload truncated, malformed or too long"),
+		       EPROTO;
+	if (strlen(cwd) >= AGENT_PATH_MAX)
+		return snprintf(why, why_len, "working directory longer than %u bytes",
+				AGENT_PATH_MAX),
+		       ENAMETOOLONG;
+	a->cwd = cwd[0] ? cwd : NULL;
+	if (a->argv[0][0] == '\0')
+		return snprintf(why, why_len, "empty program name"), EINVAL;
+	for (uint32_t i = 0; i < a->envc; i++) {
+		if (a->env[i][0] == '=' || !strchr(a->env[i], '='))
+			return snprintf(why, why_len, "environment entry %u is not NAME=VALUE", i),
+			       EINVAL;
+	}
+	return 0;
+}
+
+/* The command's environment: the agent's own (with a default PATH) plus the request's
+ * entries, each replacing one of the same name; or exactly the request's entries. The
+ * strings are borrowed from environ and the arena. */
+static char **build_env(const struct exec_args *a)
+{
+	bool replace = a->flags & AGENT_EXEC_ENV_REPLACE;
+	size_t base = 0, n = 0;
+
+	for (char **e = environ; !replace && e && *e; e++)
+		base++;
+	char **env = calloc(base + a->envc + 2, sizeof(char *));
+	if (!env)
+		return NULL;
+	if (!replace) {
+		bool has_path = false;
+		for (size_t i = 0; i < base; i++) {
+			env[n++] = environ[i];
+			has_path |= strncmp(environ[i], "PATH=", 5) == 0;
+		}
+		if (!has_path)
+			env[n++] = DEFAULT_PATH;
+	}
+	for (uint32_t i = 0; i < a->envc; i++) {
+		size_t key_len = (size_t)(strchr(a->env[i], '=') - a->env[i]) + 1;
+		size_t j = 0;
+		while (j < n && strncmp(env[j], a->env[i], key_len) != 0)
+			j++;
+		env[j] = a->env[i];
+		if (j == n)
+			n++;
+	}
+	env[n] = NULL;
+	return env;
+}
+
+static _Noreturn void child_fail(int report_fd, int stage, int err)
+{
+	int32_t msg[2] = {stage, err};
+
+	if (write(report_fd, msg, sizeof(msg)) < 0) {
+		/* The agent then sees EOF and reports exit 127: nothing better is possible. */
+	}
+	_exit(127);
+}
+
+static _Noreturn void child_run(const int pipes[3], int report_fd, const struct exec_args *a,
+				char **env)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigset_t none;
+
+	/* execve keeps ignored signals and the mask: give the command a clean slate. */
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* Its own session and process group, so SIGNAL reaches its children too. */
+	setsid();
+	for (int i = 0; i < 3; i++) {
+		if (dup2(pipes[i], i) < 0)
+			child_fail(report_fd, AGENT_STAGE_SETUP, errno);
+	}
+	/* Whatever else the agent's process holds stays with it (best effort: older
+	 * kernels lack CLOSE_RANGE_CLOEXEC, and the agent's own fds are close-on-exec). */
+	syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC);
+	if (a->cwd && chdir(a->cwd) < 0)
+		child_fail(report_fd, AGENT_STAGE_CHDIR, errno);
+	environ = env;
+	execvp(a->argv[0], a->argv);
+	child_fail(report_fd, AGENT_STAGE_EXEC, errno);
+}
+
+static void set_nonblocking(int fd)
+{
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void wait_for(pid_t pid, int *status)
+{
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+	}
+}
+
+/* Starts the command. Returns 0, or a positive errno and the stage that failed. */
+static int spawn(struct exec_state *e, const struct exec_args *a, char **env, int *stage)
+{
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+	int32_t msg[2];
+	int ret = 0;
+	ssize_t n;
+
+	*stage = AGENT_STAGE_SETUP;
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+	    pipe2(report, O_CLOEXEC) < 0) {
+		ret = errno;
+		goto fail;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		ret = errno;
+		goto fail;
+	}
+	if (pid == 0)
+		child_run((const int[3]){in[0], out[1], err[1]}, report[1], a, env);
+	close_fd(&in[0]);
+	close_fd(&out[1]);
+	close_fd(&err[1]);
+	close_fd(&report[1]);
+	do
+		n = read(report[0], msg, sizeof(msg));
+	while (n < 0 && errno == EINTR);
+	close_fd(&report[0]);
+	if (n == (ssize_t)sizeof(msg)) {
+		/* A report of up to PIPE_BUF bytes arrives whole or not at all. */
+		wait_for(pid, NULL);
+		*stage = msg[0];
+		ret = msg[1] > 0 ? msg[1] : EIO;
+		goto fail;
+	}
+	e->pid = pid;
+	e->in_fd = in[1];
+	e->out_fd = out[0];
+	e->err_fd = err[0];
+	set_nonblocking(e->in_fd);
+	set_nonblocking(e->out_fd);
+	set_nonblocking(e->err_fd);
+	/* Without pidfd_open (Linux < 5.3) the loop polls waitpid on a timer instead. */
+	e->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	return 0;
+fail:
+	for (int i = 0; i < 2; i++) {
+		close_fd(&in[i]);
+		close_fd(&out[i]);
+		close_fd(&err[i]);
+		close_fd(&report[i]);
+	}
+	return ret;
+}
+
+static void send_exec_failed(struct agent_conn *c, uint32_t id, int err, int stage,
+			     const struct exec_args *a)
+{
+	uint8_t payload[12 + AGENT_MESSAGE_MAX];
+	char message[AGENT_MESSAGE_MAX + 1];
+	struct agent_writer w;
+
+	if (stage == AGENT_STAGE_CHDIR)
+		snprintf(message, sizeof(message), "chdir %s: %s", a->cwd, strerror(err));
+	else if (stage == AGENT_STAGE_EXEC)
+		snprintf(message, sizeof(message), "%s: %s", a->argv[0], strerror(err));
+	else
+		snprintf(message, sizeof(message), "cannot start %s: %s", a->argv[0],
+			 strerror(err));
+	agent_writer_init(&w, payload, sizeof(payload));
+	agent_put_u32(&w, (uint32_t)err);
+	agent_put_u32(&w, (uint32_t)stage);
+	agent_put_string_n(&w, message, strnlen(message, AGENT_MESSAGE_MAX));
+	conn_send(c, AGENT_EXEC_FAILED, id, payload, w.len);
+}
+
+void exec_start(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload)
+{
+	struct exec_args a = {0};
+	char why[AGENT_MESSAGE_MAX];
+	struct request *r;
+	char **env = NULL;
+	int err, stage;
+
+	err = decode_exec(h, payload, &a, why, sizeof(why));
+	if (err) {
+		conn_send_error(c, h->id, h->type, err, "%s", why);
+		goto out;
+	}
+	r = conn_new_request(c, h, REQUEST_EXEC);
+	if (!r)
+		goto out;
+	env = build_env(&a);
+	err = env ? spawn(&r->exec, &a, env, &stage) : ENOMEM;
+	if (err) {
+		send_exec_failed(c, h->id, err, env ? stage : AGENT_STAGE_SETUP, &a);
+		conn_free_request(r);
+		goto out;
+	}
+	uint8_t started[4];
+	agent_le32_put(started, (uint32_t)r->exec.pid);
+	conn_send(c, AGENT_STARTED, h->id, started, sizeof(started));
+out:
+	free(env);
+	exec_args_free(&a);
+}
+
+static void stdin_close(struct exec_state *e)
+{
+	close_fd(&e->in_fd);
+	free(e->stdin_buf);
+	e->stdin_buf = NULL;
+	e->stdin_len = 0;
+}
+
+/* Writes what the pipe takes now. Returns the bytes written; a command that closed its
+ * stdin (EPIPE) gets nothing more. */
+static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(e->in_fd, data, len);
+	while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return (size_t)n;
+	if (errno != EAGAIN && errno != EWOULDBLOCK)
+		stdin_close(e);
+	return 0;
+}
+
+enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
+			     const uint8_t *payload)
+{
+	struct request *r = conn_find(c, h->id, REQUEST_EXEC);
+
+	if (h->type == AGENT_STDIN_EOF && h->length != 0) {
+		conn_send_error(c, h->id, h->type, EPROTO, "STDIN_EOF takes no payload");
+		return FRAME_DONE;
+	}
+	/* A command that ended (or closed its stdin) just before this frame came: it has
+	 * nowhere to go, and is no error. */
+	if (!r || r->exec.in_fd < 0 || r->exec.stdin_eof)
+		return FRAME_DONE;
+	struct exec_state *e = &r->exec;
+	if (h->type == AGENT_STDIN_EOF) {
+		e->stdin_eof = true;
+		if (e->stdin_len == 0)
+			stdin_close(e);
+		return FRAME_DONE;
+	}
+	if (e->stdin_len > 0 && STDIN_CAP - e->stdin_len < h->length)
+		return FRAME_BLOCKED;
+	size_t done = 0;
+	if (e->stdin_len == 0) {
+		done = stdin_write(e, payload, h->length);
+		if (e->in_fd < 0 || done == h->length)
+			return FRAME_DONE;
+	}
+	if (!e->stdin_buf) {
+		e->stdin_buf = malloc(STDIN_CAP);
+		if (!e->stdin_buf) {
+			conn_send_error(c, h->id, h->type, ENOMEM, "no memory for stdin");
+			stdin_close(e);
+			return FRAME_DONE;
+		}
+	}
+	memcpy(e->stdin_buf + e->stdin_len, payload + done, h->length - done);
+	e->stdin_len += h->length - done;
+	return FRAME_DONE;
+}
+
+void exec_signal(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload)
+{
+	struct agent_reader rd;
+
+	agent_reader_init(&rd, payload, h->length);
+	uint32_t sig = agent_get_u32(&rd);
+	if (!agent_reader_done(&rd)) {
+		conn_send_error(c, h->id, h->type, EPROTO, "SIGNAL payload must be 4 bytes");
+		return;
+	}
+	if (sig < 1 || sig >= NSIG) {
+		conn_send_error(c, h->id, h->type, EINVAL, "signal %u out of range", sig);
+		return;
+	}
+	struct request *r = conn_find(c, h->id, REQUEST_EXEC);
+	if (!r) {
+		conn_send_error(c, h->id, h->type, ESRCH, "no command with request id %u", h->id);
+		return;
+	}
+	/* The group id outlives its leader while members remain, so it can never name
+	 * another process; the pid can, once reaped. */
+	if (kill(-r->exec.pid, (int)sig) < 0 && !r->exec.exited)
+		kill(r->exec.pid, (int)sig);
+}
+
+static void poll_add(struct pollfd *fds, struct poll_owner *owners, size_t *n, int fd, short events,
+		     struct request *r, enum poll_role role)
+{
+	fds[*n] = (struct pollfd){.fd = fd, .events = events};
+	owners[*n] = (struct poll_owner){.request = r, .role = role};
+	(*n)++;
+}
+
+void exec_poll_add(struct agent_conn *c, struct request *r, struct pollfd *fds,
+		   struct poll_owner *owners, size_t *n)
+{
+	struct exec_state *e = &r->exec;
+
+	if (e->pidfd >= 0 && !e->exited)
+		poll_add(fds, owners, n, e->pidfd, POLLIN, r, ROLE_PIDFD);
+	if (e->in_fd >= 0 && e->stdin_len > 0)
+		poll_add(fds, owners, n, e->in_fd, POLLOUT, r, ROLE_STDIN);
+	/* Backpressure: a pipe is read only when a whole chunk fits in the output. */
+	if (!conn_has_chunk_room(c))
+		return;
+	if (e->out_fd >= 0)
+		poll_add(fds, owners, n, e->out_fd, POLLIN, r, ROLE_STDOUT);
+	if (e->err_fd >= 0)
+		poll_add(fds, owners, n, e->err_fd, POLLIN, r, ROLE_STDERR);
+}
+
+static void reap(struct exec_state *e)
+{
+	int status;
+	pid_t pid;
+
+	do
+		pid = waitpid(e->pid, &status, WNOHANG);
+	while (pid < 0 && errno == EINTR);
+	if (pid == e->pid || (pid < 0 && errno == ECHILD)) {
+		e->exited = true;
+		e->status = pid == e->pid ? status : 0;
+		close_fd(&e->pidfd);
+	}
+}
+
+/* Forwards one chunk of output. Returns false when the pipe has nothing more for now
+ * (closed at end of file or on error; left open on EAGAIN). */
+static bool read_output(struct agent_conn *c, struct request *r, int *fd, uint16_t type)
+{
+	ssize_t n = conn_send_from_fd(c, type, r->id, *fd);
+
+	if (n > 0)
+		return true;
+	if (n != -EAGAIN)
+		close_fd(fd);
+	return false;
+}
+
+static void stdin_flush(struct exec_state *e)
+{
+	if (e->in_fd < 0)
+		return;
+	size_t n = stdin_write(e, e->stdin_buf, e->stdin_len);
+	if (e->in_fd < 0)
+		return;
+	memmove(e->stdin_buf, e->stdin_buf + n, e->stdin_len - n);
+	e->stdin_len -= n;
+	if (e->stdin_len == 0 && e->stdin_eof)
+		stdin_close(e);
+}
+
+void exec_poll_event(struct agent_conn *c, struct request *r, enum poll_role role)
+{
+	struct exec_state *e = &r->exec;
+
+	switch (role) {
+	case ROLE_PIDFD:
+		reap(e);
+		break;
+	case ROLE_STDIN:
+		stdin_flush(e);
+		break;
+	case ROLE_STDOUT:
+		if (e->out_fd >= 0 && conn_has_chunk_room(c))
+			read_output(c, r, &e->out_fd, AGENT_STDOUT);
+		break;
+	case ROLE_STDERR:
+		if (e->err_fd >= 0 && conn_has_chunk_room(c))
+			read_output(c, r, &e->err_fd, AGENT_STDERR);
+		break;
+	case ROLE_SOCKET:
+		break;
+	}
+}
+
+/* After the command exited: whatever it wrote is in the pipe by now, so forward what
+ * is there and close the pipe when it runs dry or the budget is spent (a background
+ * child holding it open must not hold back EXIT). */
+static void drain(struct agent_conn *c, struct request *r, int *fd, uint16_t type, size_t *budget)
+{
+	while (*fd >= 0 && conn_has_chunk_room(c)) {
+		ssize_t n = *budget ? conn_send_from_fd(c, type, r->id, *fd) : 0;
+		if (n <= 0) {
+			close_fd(fd);
+			return;
+		}
+		*budget -= (size_t)n < *budget ? (size_t)n : *budget;
+	}
+}
+
+static void send_exit(struct agent_conn *c, struct request *r)
+{
+	int status = r->exec.status;
+	uint8_t payload[8];
+
+	if (WIFSIGNALED(status)) {
+		agent_le32_put(payload, AGENT_EXIT_SIGNAL);
+		agent_le32_put(payload + 4, (uint32_t)WTERMSIG(status));
+	} else {
+		agent_le32_put(payload, AGENT_EXIT_CODE);
+		agent_le32_put(payload + 4, (uint32_t)WEXITSTATUS(status));
+	}
+	conn_send(c, AGENT_EXIT, r->id, payload, sizeof(payload));
+}
+
+enum progress_wait exec_progress(struct agent_conn *c, struct request *r)
+{
+	struct exec_state *e = &r->exec;
+
+	if (!e->exited) {
+		reap(e);
+		if (!e->exited)
+			return e->pidfd < 0 ? WAIT_TIMER : WAIT_EVENTS;
+		e->drain_left = DRAIN_AFTER_EXIT;
+	}
+	drain(c, r, &e->out_fd, AGENT_STDOUT, &e->drain_left);
+	drain(c, r, &e->err_fd, AGENT_STDERR, &e->drain_left);
+	if (e->out_fd >= 0 || e->err_fd >= 0 || conn_out_free(c) < OUT_RESERVE)
+		return WAIT_ROOM;
+	send_exit(c, r);
+	stdin_close(e);
+	conn_free_request(r);
+	return WAIT_EVENTS;
+}
+
+void exec_abort(struct request *r)
+{
+	struct exec_state *e = &r->exec;
+
+	kill(-e->pid, SIGKILL);
+	if (!e->exited) {
+		kill(e->pid, SIGKILL);
+		wait_for(e->pid, NULL);
+	}
+	stdin_close(e);
+	close_fd(&e->out_fd);
+	close_fd(&e->err_fd);
+	close_fd(&e->pidfd);
+}

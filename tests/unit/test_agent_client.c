@@ -1,0 +1,583 @@
+/* libmote's agent client (vmm/agent_client.h) end to end without KVM: a fake VMM socket
+ * speaks Firecracker's CONNECT/OK handshake and hands each connection to the real
+ * agent_serve(), or answers the way a broken VMM or a hostile guest might. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <cmocka.h>
+
+#include "tests/unit/agent_test_wire.h"
+#include "vmm/agent_client.h"
+
+struct fixture {
+	char dir[64];
+	char path[96];
+	struct wire_fake_vmm fake;
+	struct mote_agent_options options;
+	struct mote_agent *agent;
+	char last_log[512];
+	int power_pipe[2];
+};
+
+static void capture_log(void *opaque, enum mote_log_level level, const char *message)
+{
+	struct fixture *f = opaque;
+
+	if (level <= MOTE_LOG_WARN)
+		snprintf(f->last_log, sizeof(f->last_log), "%s", message);
+}
+
+static int setup(void **state)
+{
+	static struct fixture f;
+
+	memset(&f, 0, sizeof(f));
+	snprintf(f.dir, sizeof(f.dir), "/tmp/mote-agent-client-XXXXXX");
+	if (!mkdtemp(f.dir) || pipe(f.power_pipe) < 0)
+		return -1;
+	snprintf(f.path, sizeof(f.path), "%s/vsock.sock", f.dir);
+	f.fake.config = (struct agent_config){
+	    .power_off = wire_power_off_to_pipe, .opaque = &f.power_pipe[1], .quiet = true};
+	mote_agent_options_init(&f.options);
+	f.options.uds_path = f.path;
+	f.options.wait_ms = 5000;
+	f.options.log = capture_log;
+	f.options.log_opaque = &f;
+	*state = &f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	char command[128];
+
+	mote_agent_close(f->agent);
+	if (f->fake.pid > 0) {
+		kill(f->fake.pid, SIGKILL);
+		waitpid(f->fake.pid, NULL, 0);
+	}
+	close(f->power_pipe[0]);
+	close(f->power_pipe[1]);
+	snprintf(command, sizeof(command), "rm -rf %s", f->dir);
+	return system(command) == 0 ? 0 : -1;
+}
+
+static void fake_start(struct fixture *f)
+{
+	wire_fake_vmm_start(&f->fake, f->path);
+}
+
+static void connect_to_agent(struct fixture *f)
+{
+	fake_start(f);
+	assert_int_equal(mote_agent_connect(&f->options, &f->agent), 0);
+}
+
+/* Output callbacks collecting into buffers. */
+struct sink {
+	char data[65536];
+	size_t len;
+};
+
+static int collect(void *opaque, const void *data, size_t len)
+{
+	struct sink *s = opaque;
+	size_t room = sizeof(s->data) - 1 - s->len;
+
+	if (len > room)
+		len = room;
+	memcpy(s->data + s->len, data, len);
+	s->len += len;
+	s->data[s->len] = '\0';
+	return 0;
+}
+
+struct streams {
+	struct sink out, err;
+};
+
+static int collect_out(void *opaque, const void *data, size_t len)
+{
+	return collect(&((struct streams *)opaque)->out, data, len);
+}
+
+static int collect_err(void *opaque, const void *data, size_t len)
+{
+	return collect(&((struct streams *)opaque)->err, data, len);
+}
+
+static int run(struct fixture *f, const char *const *argv, struct streams *io, int stdin_fd,
+	       struct mote_agent_result *result)
+{
+	struct mote_agent_exec exec;
+
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.stdin_fd = stdin_fd;
+	exec.on_stdout = collect_out;
+	exec.on_stderr = collect_err;
+	exec.opaque = io;
+	memset(io, 0, sizeof(*io));
+	return mote_agent_exec(f->agent, &exec, result);
+}
+
+static void connect_gets_the_hello(void **state)
+{
+	struct fixture *f = *state;
+
+	connect_to_agent(f);
+	const struct mote_agent_info *info = mote_agent_info(f->agent);
+	assert_int_equal(info->version, 1);
+	assert_int_equal(info->max_payload, AGENT_MAX_PAYLOAD);
+	assert_false(mote_agent_broken(f->agent));
+}
+
+static void exec_returns_output_and_status(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "echo out; echo err >&2; exit 3", NULL};
+	struct mote_agent_result result;
+	static struct streams io;
+
+	connect_to_agent(f);
+	assert_int_equal(run(f, argv, &io, -1, &result), 0);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 3);
+	assert_string_equal(io.out.data, "out\n");
+	assert_string_equal(io.err.data, "err\n");
+	assert_true(result.pid > 0);
+}
+
+static void missing_program_is_not_started_with_enoent(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"/no/such/program", NULL};
+	struct mote_agent_result result;
+	static struct streams io;
+
+	connect_to_agent(f);
+	assert_int_equal(run(f, argv, &io, -1, &result), 0);
+	assert_int_equal(result.outcome, MOTE_AGENT_NOT_STARTED);
+	assert_int_equal(result.code, ENOENT);
+	assert_non_null(strstr(result.message, "/no/such/program"));
+	assert_false(mote_agent_broken(f->agent));
+}
+
+static void stdin_fd_is_forwarded_and_ends_in_eof(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"cat", NULL};
+	struct mote_agent_result result;
+	static struct streams io;
+	int p[2];
+
+	connect_to_agent(f);
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "typed\n", 6), 6);
+	close(p[1]);
+	assert_int_equal(run(f, argv, &io, p[0], &result), 0);
+	close(p[0]);
+	assert_string_equal(io.out.data, "typed\n");
+	assert_int_equal(result.code, 0);
+
+	int null_fd = open("/dev/null", O_RDONLY);
+	assert_int_equal(run(f, argv, &io, null_fd, &result), 0);
+	close(null_fd);
+	assert_int_equal(io.out.len, 0);
+	assert_int_equal(result.code, 0);
+}
+
+static void timeout_kills_the_command(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sleep", "100", NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+
+	connect_to_agent(f);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.timeout_ms = 300;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
+	assert_true(result.timed_out);
+	assert_int_equal(result.outcome, MOTE_AGENT_SIGNALED);
+	assert_int_equal(result.code, SIGKILL);
+}
+
+/* The command says it is ready; the callback then raises SIGUSR1 in this process,
+ * where it is blocked and read from the signalfd the client forwards. */
+static int raise_on_ready(void *opaque, const void *data, size_t len)
+{
+	(void)opaque;
+	if (len >= 5 && memcmp(data, "ready", 5) == 0)
+		kill(getpid(), SIGUSR1);
+	return 0;
+}
+
+static void signals_from_the_signal_fd_are_forwarded(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "trap 'exit 7' USR1; echo ready; while :; do sleep 0.05; done", NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	sigset_t set, old;
+
+	connect_to_agent(f);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	assert_true(sfd >= 0);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.signal_fd = sfd;
+	exec.on_stdout = raise_on_ready;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
+	close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 7);
+}
+
+static int refuse_output(void *opaque, const void *data, size_t len)
+{
+	(void)opaque;
+	(void)data;
+	(void)len;
+	return -EPIPE;
+}
+
+static void failing_callback_stops_the_command(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "while :; do echo spam; sleep 0.01; done", NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+
+	connect_to_agent(f);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.on_stdout = refuse_output;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), -EPIPE);
+	assert_int_equal(result.outcome, MOTE_AGENT_SIGNALED);
+	assert_false(mote_agent_broken(f->agent));
+}
+
+static void make_file(const char *path, size_t size, uint64_t seed, mode_t mode)
+{
+	static uint8_t buf[1 << 16];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+	assert_true(fd >= 0);
+	for (size_t done = 0; done < size;) {
+		size_t n = size - done < sizeof(buf) ? size - done : sizeof(buf);
+		wire_fill(buf, n, &seed);
+		assert_int_equal(write(fd, buf, n), (ssize_t)n);
+		done += n;
+	}
+	close(fd);
+}
+
+static uint64_t hash_file(const char *path)
+{
+	static uint8_t buf[1 << 16];
+	uint64_t hash = WIRE_FNV_INIT;
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		hash = wire_fnv(hash, buf, (size_t)n);
+	close(fd);
+	return hash;
+}
+
+static void fifty_mib_round_trip_through_the_client(void **state)
+{
+	struct fixture *f = *state;
+	char src[160], guest[160], back[160];
+	struct stat st;
+	uint32_t mode = 0;
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	snprintf(guest, sizeof(guest), "%s/in-guest", f->dir);
+	snprintf(back, sizeof(back), "%s/back", f->dir);
+	make_file(src, 50u << 20, 11, 0600);
+	connect_to_agent(f);
+	int fd = open(src, O_RDONLY);
+	assert_int_equal(mote_agent_upload(f->agent, fd, guest, 0640), 0);
+	close(fd);
+	assert_int_equal(stat(guest, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	assert_true(hash_file(guest) == hash_file(src));
+
+	fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(mote_agent_download(f->agent, guest, fd, &mode), 0);
+	close(fd);
+	assert_int_equal(mode, 0640);
+	assert_true(hash_file(back) == hash_file(src));
+}
+
+static void agent_errors_keep_the_connection(void **state)
+{
+	struct fixture *f = *state;
+	char missing[160];
+	const char *argv[] = {"true", NULL};
+	struct mote_agent_result result;
+	static struct streams io;
+
+	snprintf(missing, sizeof(missing), "%s/nope/file", f->dir);
+	connect_to_agent(f);
+	int null_fd = open("/dev/null", O_RDWR);
+	assert_int_equal(mote_agent_download(f->agent, missing, null_fd, NULL), -ENOENT);
+	assert_non_null(strstr(f->last_log, "No such file"));
+	assert_int_equal(mote_agent_upload(f->agent, null_fd, missing, 0644), -ENOENT);
+	assert_int_equal(mote_agent_download(f->agent, f->dir, null_fd, NULL), -EISDIR);
+	close(null_fd);
+	assert_false(mote_agent_broken(f->agent));
+	assert_int_equal(run(f, argv, &io, -1, &result), 0);
+	assert_int_equal(result.code, 0);
+}
+
+static void local_errors_cancel_the_transfer_and_keep_the_connection(void **state)
+{
+	struct fixture *f = *state;
+	char src[160], guest[160];
+	const char *argv[] = {"true", NULL};
+	struct mote_agent_result result;
+	static struct streams io;
+	struct stat st;
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	snprintf(guest, sizeof(guest), "%s/target", f->dir);
+	make_file(src, 1u << 20, 5, 0600);
+	connect_to_agent(f);
+	/* Reading a directory fails: the upload is cancelled, nothing appears. */
+	int dir_fd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	assert_int_equal(mote_agent_upload(f->agent, dir_fd, guest, 0644), -EISDIR);
+	close(dir_fd);
+	assert_int_equal(stat(guest, &st), -1);
+	/* Writing to a read-only fd fails: the download is cancelled mid-stream. */
+	int ro = open(src, O_RDONLY);
+	assert_int_equal(mote_agent_download(f->agent, src, ro, NULL), -EBADF);
+	close(ro);
+	assert_false(mote_agent_broken(f->agent));
+	assert_int_equal(run(f, argv, &io, -1, &result), 0);
+	assert_int_equal(result.code, 0);
+}
+
+static void power_off_is_acknowledged(void **state)
+{
+	struct fixture *f = *state;
+	char byte = 0;
+
+	connect_to_agent(f);
+	assert_int_equal(mote_agent_power_off(f->agent), 0);
+	assert_int_equal(wire_read_full(f->power_pipe[0], &byte, 1, wire_now_ms() + 5000), 0);
+	assert_int_equal(byte, 'P');
+}
+
+static void connect_retries_until_the_guest_listens(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_NO_REPLY_N;
+	f->fake.close_first = 3;
+	connect_to_agent(f);
+}
+
+static void connect_waits_for_the_socket_to_appear(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.start_delay_ms = 300;
+	connect_to_agent(f);
+}
+
+static void expect_connect_error(struct fixture *f, int expected, const char *words)
+{
+	fake_start(f);
+	assert_int_equal(mote_agent_connect(&f->options, &f->agent), expected);
+	assert_null(f->agent);
+	assert_non_null(strstr(f->last_log, words));
+}
+
+static void refused_connect_is_an_unexpected_answer(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_REPLY;
+	f->fake.reply = "NO\n";
+	expect_connect_error(f, -EPROTO, "unexpected answer to CONNECT 52: \"NO\"");
+}
+
+static void ok_without_a_port_is_an_unexpected_answer(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_REPLY;
+	f->fake.reply = "OK\n";
+	expect_connect_error(f, -EPROTO, "unexpected answer");
+}
+
+static void ok_with_junk_after_the_port_is_an_unexpected_answer(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_REPLY;
+	f->fake.reply = "OK 12x\n";
+	expect_connect_error(f, -EPROTO, "\"OK 12x\"");
+}
+
+static void endless_answer_line_is_too_long(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_REPLY;
+	f->fake.reply = "OK 1111111111111111111111111111111111111111111111111111111111111111111111";
+	expect_connect_error(f, -EPROTO, "too long");
+}
+
+static void vmm_that_always_closes_times_out(void **state)
+{
+	struct fixture *f = *state;
+
+	f->fake.mode = WIRE_FAKE_CLOSE;
+	f->options.wait_ms = 500;
+	expect_connect_error(f, -ETIMEDOUT, "no agent answered");
+	assert_non_null(strstr(f->last_log, "VMM closed the connection"));
+}
+
+static void missing_socket_without_waiting_is_enoent(void **state)
+{
+	struct fixture *f = *state;
+
+	f->options.wait_ms = 0;
+	assert_int_equal(mote_agent_connect(&f->options, &f->agent), -ENOENT);
+	assert_non_null(strstr(f->last_log, "No such file or directory"));
+}
+
+static void missing_socket_with_waiting_times_out(void **state)
+{
+	struct fixture *f = *state;
+
+	f->options.wait_ms = 300;
+	assert_int_equal(mote_agent_connect(&f->options, &f->agent), -ETIMEDOUT);
+}
+
+/* Raw agent answers after "OK": frames built here, as a hostile guest would. */
+static size_t hello_frame(uint8_t *buf, size_t cap, uint32_t version)
+{
+	struct agent_writer w;
+
+	agent_writer_init(&w, buf, cap);
+	size_t at = agent_frame_open(&w, AGENT_HELLO, 0);
+	agent_put_u32(&w, version);
+	agent_put_u32(&w, AGENT_MAX_PAYLOAD);
+	agent_put_u64(&w, 1);
+	agent_put_string(&w, "guest");
+	agent_frame_close(&w, at);
+	return w.len;
+}
+
+static void first_frame_other_than_hello_is_a_protocol_error(void **state)
+{
+	struct fixture *f = *state;
+	static uint8_t raw[64];
+	struct agent_writer w;
+
+	agent_writer_init(&w, raw, sizeof(raw));
+	agent_frame_close(&w, agent_frame_open(&w, AGENT_STDOUT, 0));
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = w.len;
+	expect_connect_error(f, -EPROTO, "expected HELLO");
+}
+
+static void other_protocol_version_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	static uint8_t raw[128];
+
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = hello_frame(raw, sizeof(raw), 2);
+	expect_connect_error(f, -EPROTONOSUPPORT, "version 2");
+}
+
+static void oversized_frame_from_the_guest_is_a_protocol_error(void **state)
+{
+	struct fixture *f = *state;
+	static uint8_t raw[AGENT_HEADER_SIZE];
+
+	agent_header_encode(raw, &(struct agent_header){.length = 0x7fffffff, .type = AGENT_HELLO});
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = sizeof(raw);
+	expect_connect_error(f, -EPROTO, "frame of");
+}
+
+static void malformed_exit_breaks_the_connection(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"true", NULL};
+	struct mote_agent_result result;
+	static uint8_t raw[256];
+	static struct streams io;
+	struct agent_writer w;
+
+	size_t len = hello_frame(raw, sizeof(raw), 1);
+	agent_writer_init(&w, raw + len, sizeof(raw) - len);
+	size_t at = agent_frame_open(&w, AGENT_EXIT, 1); /* the first request's id */
+	agent_put_u32(&w, 5);
+	agent_put_u32(&w, 0);
+	agent_frame_close(&w, at);
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = len + w.len;
+	connect_to_agent(f);
+	assert_int_equal(run(f, argv, &io, -1, &result), -EPROTO);
+	assert_true(mote_agent_broken(f->agent));
+	assert_int_equal(run(f, argv, &io, -1, &result), -ENOTCONN);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	    T(connect_gets_the_hello),
+	    T(exec_returns_output_and_status),
+	    T(missing_program_is_not_started_with_enoent),
+	    T(stdin_fd_is_forwarded_and_ends_in_eof),
+	    T(timeout_kills_the_command),
+	    T(signals_from_the_signal_fd_are_forwarded),
+	    T(failing_callback_stops_the_command),
+	    T(fifty_mib_round_trip_through_the_client),
+	    T(agent_errors_keep_the_connection),
+	    T(local_errors_cancel_the_transfer_and_keep_the_connection),
+	    T(power_off_is_acknowledged),
+	    T(connect_retries_until_the_guest_listens),
+	    T(connect_waits_for_the_socket_to_appear),
+	    T(refused_connect_is_an_unexpected_answer),
+	    T(ok_without_a_port_is_an_unexpected_answer),
+	    T(ok_with_junk_after_the_port_is_an_unexpected_answer),
+	    T(endless_answer_line_is_too_long),
+	    T(vmm_that_always_closes_times_out),
+	    T(missing_socket_without_waiting_is_enoent),
+	    T(missing_socket_with_waiting_times_out),
+	    T(first_frame_other_than_hello_is_a_protocol_error),
+	    T(other_protocol_version_is_refused),
+	    T(oversized_frame_from_the_guest_is_a_protocol_error),
+	    T(malformed_exit_breaks_the_connection),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,545 @@
+/* The agent client's requests (guest-init/AGENT_PROTOCOL.md): commands with their
+ * streams, uploads, downloads and power-off, over the connection of agent_client.c. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "agent_client_internal.h"
+
+/* A command that got SIGKILL (timeout, failing callback) and still sends no EXIT after
+ * this long has a broken agent behind it. */
+#define KILL_GRACE_MS 10000
+/* Room kept free for control frames (STDIN_EOF, SIGNAL) next to a stdin chunk. */
+#define CONTROL_ROOM 256
+
+void mote_agent_exec_init(struct mote_agent_exec *exec)
+{
+	memset(exec, 0, sizeof(*exec));
+	exec->stdin_fd = -1;
+	exec->signal_fd = -1;
+}
+
+struct exec_run {
+	struct mote_agent *a;
+	const struct mote_agent_exec *ex;
+	struct mote_agent_result *result;
+	uint32_t id;
+	bool stdin_open;
+	bool done;
+	int error;	    /* the call's error, once it has one */
+	int callback_error; /* a callback failed: the command is being killed */
+	int64_t deadline;   /* timeout_ms, or -1 */
+	int64_t kill_deadline;
+};
+
+/* Encodes the EXEC frame straight into the (empty) output queue. */
+static int queue_exec(struct exec_run *run)
+{
+	const struct mote_agent_exec *ex = run->ex;
+	struct mote_agent *a = run->a;
+	struct agent_writer w;
+	uint32_t argc = 0, envc = 0;
+
+	int ret = agent_flush_wait(a, agent_deadline(a->io_timeout_ms));
+	if (ret)
+		return ret;
+	while (ex->argv[argc])
+		argc++;
+	while (ex->env && ex->env[envc])
+		envc++;
+	agent_writer_init(&w, a->out, AGENT_HEADER_SIZE + AGENT_MAX_PAYLOAD);
+	size_t at = agent_frame_open(&w, AGENT_EXEC, run->id);
+	agent_put_u32(&w, ex->env_replace ? AGENT_EXEC_ENV_REPLACE : 0);
+	agent_put_u32(&w, argc);
+	agent_put_u32(&w, envc);
+	agent_put_string(&w, ex->cwd ? ex->cwd : "");
+	for (uint32_t i = 0; i < argc; i++)
+		agent_put_string(&w, ex->argv[i]);
+	for (uint32_t i = 0; i < envc; i++)
+		agent_put_string(&w, ex->env[i]);
+	agent_frame_close(&w, at);
+	if (w.overflow || argc > AGENT_MAX_ARGS || envc > AGENT_MAX_ENV) {
+		log_error(&a->log,
+			  "exec: arguments and environment exceed what one request "
+			  "holds (%u KiB, %u entries each)",
+			  AGENT_MAX_PAYLOAD / 1024, AGENT_MAX_ARGS);
+		return -E2BIG;
+	}
+	a->out_start = 0;
+	a->out_end = w.len;
+	return 0;
+}
+
+static int send_signal(struct exec_run *run, int sig)
+{
+	uint8_t payload[4];
+
+	agent_le32_put(payload, (uint32_t)sig);
+	return agent_queue(run->a, AGENT_SIGNAL, run->id, payload, sizeof(payload),
+			   agent_deadline(run->a->io_timeout_ms));
+}
+
+static void kill_command(struct exec_run *run)
+{
+	if (run->kill_deadline >= 0)
+		return;
+	run->kill_deadline = agent_now_ms() + KILL_GRACE_MS;
+	run->error = run->error ? run->error : send_signal(run, SIGKILL);
+}
+
+static void output(struct exec_run *run, mote_agent_output_fn fn, const struct agent_frame *f)
+{
+	if (!fn || run->callback_error || f->h.length == 0)
+		return;
+	int ret = fn(run->ex->opaque, f->payload, f->h.length);
+	if (ret < 0) {
+		run->callback_error = ret;
+		kill_command(run);
+	}
+}
+
+static void take_exit(struct exec_run *run, const struct agent_frame *f)
+{
+	struct agent_reader rd;
+
+	agent_reader_init(&rd, f->payload, f->h.length);
+	uint32_t kind = agent_get_u32(&rd);
+	uint32_t value = agent_get_u32(&rd);
+	bool ok =
+	    agent_reader_done(&rd) && ((kind == AGENT_EXIT_CODE && value <= 255) ||
+				       (kind == AGENT_EXIT_SIGNAL && value >= 1 && value < 128));
+	if (!ok) {
+		run->error = agent_fail(run->a, -EPROTO, "the agent sent a malformed EXIT");
+		return;
+	}
+	run->result->outcome = kind == AGENT_EXIT_CODE ? MOTE_AGENT_EXITED : MOTE_AGENT_SIGNALED;
+	run->result->code = (int)value;
+	run->done = true;
+}
+
+static void take_exec_failed(struct exec_run *run, const struct agent_frame *f)
+{
+	struct agent_reader rd;
+	const char *text;
+	size_t n;
+
+	agent_reader_init(&rd, f->payload, f->h.length);
+	uint32_t err = agent_get_u32(&rd);
+	agent_get_u32(&rd); /* the stage: the message names it */
+	agent_get_string(&rd, &text, &n);
+	if (!agent_reader_done(&rd) || n > AGENT_MESSAGE_MAX) {
+		run->error = agent_fail(run->a, -EPROTO, "the agent sent a malformed EXEC_FAILED");
+		return;
+	}
+	run->result->outcome = MOTE_AGENT_NOT_STARTED;
+	run->result->code = err > 0 && err <= AGENT_ERRNO_MAX ? (int)err : EIO;
+	agent_printable(run->result->message, sizeof(run->result->message), text, n);
+	run->done = true;
+}
+
+static void take_error(struct exec_run *run, const struct agent_frame *f)
+{
+	char message[AGENT_MESSAGE_MAX + 1];
+	uint16_t answered = 0;
+	int err = agent_error_frame(run->a, f, &answered, message);
+
+	if (run->a->broken) {
+		run->error = err;
+	} else if (answered == AGENT_EXEC) {
+		/* The request itself was refused: no command, no EXIT to wait for. */
+		log_error(&run->a->log, "agent: %s", message);
+		run->error = err;
+	} else {
+		log_warn(&run->a->log, "agent: %s", message);
+	}
+}
+
+static void take_frame(struct exec_run *run, const struct agent_frame *f)
+{
+	if (f->h.id != run->id) {
+		if (f->h.id == 0 && f->h.type == AGENT_ERROR)
+			run->error = agent_fail(run->a, -EPROTO,
+						"the agent reported a protocol "
+						"error on the connection");
+		return;
+	}
+	switch (f->h.type) {
+	case AGENT_STARTED:
+		if (f->h.length != 4) {
+			run->error =
+			    agent_fail(run->a, -EPROTO, "the agent sent a malformed STARTED");
+			return;
+		}
+		run->result->pid = agent_le32_get(f->payload);
+		return;
+	case AGENT_STDOUT:
+		output(run, run->ex->on_stdout, f);
+		return;
+	case AGENT_STDERR:
+		output(run, run->ex->on_stderr, f);
+		return;
+	case AGENT_EXIT:
+		take_exit(run, f);
+		return;
+	case AGENT_EXEC_FAILED:
+		take_exec_failed(run, f);
+		return;
+	case AGENT_ERROR:
+		take_error(run, f);
+		return;
+	default:
+		run->error = agent_fail(run->a, -EPROTO,
+					"the agent sent frame type 0x%x for a command", f->h.type);
+	}
+}
+
+static void forward_stdin(struct exec_run *run, short revents)
+{
+	struct mote_agent *a = run->a;
+	uint8_t *p = agent_out_tail(a, AGENT_HEADER_SIZE + AGENT_CHUNK_MAX);
+	ssize_t n = 0;
+
+	if (!p)
+		return;
+	if (!(revents & POLLNVAL)) {
+		n = read(run->ex->stdin_fd, p + AGENT_HEADER_SIZE, AGENT_CHUNK_MAX);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+	}
+	if (n <= 0) {
+		/* End of file, or a stdin that cannot be read (EIO, EBADF): EOF either way. */
+		run->stdin_open = false;
+		run->error = agent_queue(a, AGENT_STDIN_EOF, run->id, NULL, 0, -1);
+		return;
+	}
+	agent_header_encode(
+	    p, &(struct agent_header){.length = (uint32_t)n, .type = AGENT_STDIN, .id = run->id});
+	a->out_end += AGENT_HEADER_SIZE + (size_t)n;
+}
+
+static void forward_signal(struct exec_run *run)
+{
+	struct signalfd_siginfo si;
+
+	if (read(run->ex->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		run->error = send_signal(run, (int)si.ssi_signo);
+}
+
+static void check_timers(struct exec_run *run)
+{
+	int64_t now = agent_now_ms();
+
+	if (run->deadline >= 0 && now >= run->deadline && !run->result->timed_out) {
+		run->result->timed_out = true;
+		kill_command(run);
+	}
+	if (run->kill_deadline >= 0 && now >= run->kill_deadline)
+		run->error =
+		    agent_fail(run->a, -ETIMEDOUT, "the command did not end within %d s of SIGKILL",
+			       KILL_GRACE_MS / 1000);
+}
+
+static int64_t next_timer(const struct exec_run *run)
+{
+	int64_t t = run->result->timed_out ? -1 : run->deadline;
+
+	if (run->kill_deadline >= 0 && (t < 0 || run->kill_deadline < t))
+		t = run->kill_deadline;
+	return t;
+}
+
+/* Handles the complete frames already received. */
+static void take_frames(struct exec_run *run)
+{
+	struct agent_frame f;
+	int got;
+
+	while (!run->error && !run->done && (got = agent_take_frame(run->a, &f)) != 0) {
+		if (got < 0)
+			run->error = got;
+		else
+			take_frame(run, &f);
+	}
+}
+
+static void exec_step(struct exec_run *run)
+{
+	struct mote_agent *a = run->a;
+	struct pollfd fds[3];
+	int stdin_at = -1, signal_at = -1;
+	nfds_t n = 1;
+
+	/* Frames that came with earlier reads (with HELLO, say) must not wait for poll. */
+	take_frames(run);
+	if (run->error || run->done)
+		return;
+	fds[0] = (struct pollfd){.fd = a->fd, .events = POLLIN};
+	if (a->out_end > a->out_start)
+		fds[0].events |= POLLOUT;
+	/* Backpressure: stdin is read only while a chunk fits in the output queue. */
+	if (run->stdin_open &&
+	    agent_out_free(a) >= AGENT_HEADER_SIZE + AGENT_CHUNK_MAX + CONTROL_ROOM) {
+		stdin_at = (int)n;
+		fds[n++] = (struct pollfd){.fd = run->ex->stdin_fd, .events = POLLIN};
+	}
+	if (run->ex->signal_fd >= 0 && agent_out_free(a) >= CONTROL_ROOM) {
+		signal_at = (int)n;
+		fds[n++] = (struct pollfd){.fd = run->ex->signal_fd, .events = POLLIN};
+	}
+	int ready = poll(fds, n, agent_poll_timeout(next_timer(run)));
+	if (ready < 0 && errno != EINTR) {
+		run->error = agent_fail(a, -errno, "poll: %s", strerror(errno));
+		return;
+	}
+	check_timers(run);
+	if (ready <= 0 || run->error)
+		return;
+	if (fds[0].revents & POLLOUT)
+		run->error = agent_flush_some(a);
+	if (!run->error && (fds[0].revents & ~POLLOUT)) {
+		run->error = agent_fill(a);
+		take_frames(run);
+	}
+	if (run->error || run->done)
+		return;
+	if (stdin_at >= 0 && fds[stdin_at].revents)
+		forward_stdin(run, fds[stdin_at].revents);
+	if (!run->error && signal_at >= 0 && (fds[signal_at].revents & POLLIN))
+		forward_signal(run);
+}
+
+int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
+		    struct mote_agent_result *result)
+{
+	struct exec_run run = {
+	    .a = agent, .ex = exec, .result = result, .deadline = -1, .kill_deadline = -1};
+	int ret = agent_usable(agent);
+
+	memset(result, 0, sizeof(*result));
+	if (ret)
+		return ret;
+	if (!exec->argv || !exec->argv[0] || !exec->argv[0][0]) {
+		log_error(&agent->log, "exec: no program given");
+		return -EINVAL;
+	}
+	run.id = agent_new_id(agent);
+	ret = queue_exec(&run);
+	if (ret)
+		return ret;
+	run.stdin_open = exec->stdin_fd >= 0;
+	if (!run.stdin_open)
+		ret = agent_queue(agent, AGENT_STDIN_EOF, run.id, NULL, 0, -1);
+	if (ret)
+		return ret;
+	run.deadline = agent_deadline(exec->timeout_ms);
+	while (!run.done && !run.error)
+		exec_step(&run);
+	if (run.error)
+		return run.error;
+	return run.callback_error;
+}
+
+/* Stops a transfer the client gave up on and waits until the agent has: its OK, or
+ * the transfer's own last frame if that crossed the CANCEL. */
+static int cancel(struct mote_agent *a, uint32_t id, int64_t deadline)
+{
+	struct agent_frame f;
+	int ret = agent_queue(a, AGENT_CANCEL, id, NULL, 0, deadline);
+
+	while (!ret) {
+		ret = agent_wait_answer(a, id, &f, deadline);
+		if (!ret && f.h.type != AGENT_DATA)
+			return 0;
+	}
+	return ret;
+}
+
+static int queue_path_request(struct mote_agent *a, uint16_t type, uint32_t id, uint32_t mode,
+			      const char *path, int64_t deadline)
+{
+	uint8_t payload[12 + AGENT_PATH_MAX];
+	struct agent_writer w;
+
+	if (strlen(path) > AGENT_PATH_MAX) {
+		log_error(&a->log, "%s: path longer than %u bytes", path, AGENT_PATH_MAX);
+		return -ENAMETOOLONG;
+	}
+	agent_writer_init(&w, payload, sizeof(payload));
+	if (type == AGENT_UPLOAD) {
+		agent_put_u32(&w, mode);
+		agent_put_u32(&w, 0);
+	}
+	agent_put_string(&w, path);
+	return agent_queue(a, type, id, payload, w.len, deadline);
+}
+
+/* An OK frame: its size and mode. */
+static int take_ok(struct mote_agent *a, const struct agent_frame *f, uint64_t *size,
+		   uint32_t *mode)
+{
+	if (f->h.type == AGENT_ERROR)
+		return agent_remote_error(a, f);
+	if (f->h.type != AGENT_OK || f->h.length != 12)
+		return agent_fail(a, -EPROTO, "expected OK from the agent, got frame type 0x%x",
+				  f->h.type);
+	if (size)
+		*size = agent_le64_get(f->payload);
+	if (mode)
+		*mode = agent_le32_get(f->payload + 8) & 07777u;
+	return 0;
+}
+
+/* Between two chunks: an upload the agent already failed (disk full, ...) stops here. */
+static int upload_check_error(struct mote_agent *a, uint32_t id)
+{
+	struct agent_frame f;
+	int ret = agent_fill(a);
+
+	while (!ret && (ret = agent_take_frame(a, &f)) > 0) {
+		if (f.h.id == id)
+			return f.h.type == AGENT_ERROR ? agent_remote_error(a, &f)
+						       : agent_fail(a, -EPROTO,
+								    "unexpected frame type 0x%x "
+								    "during an upload",
+								    f.h.type);
+	}
+	return ret;
+}
+
+int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, uint32_t mode)
+{
+	struct mote_agent *a = agent;
+	struct agent_frame f;
+	uint64_t total = 0, written;
+	int ret = agent_usable(a);
+	uint32_t id = agent_new_id(a);
+
+	if (!ret)
+		ret = queue_path_request(a, AGENT_UPLOAD, id, mode & 07777u, guest_path,
+					 agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = take_ok(a, &f, NULL, NULL);
+	if (ret)
+		return ret;
+	while (!ret) {
+		uint8_t *p = agent_out_tail(a, AGENT_HEADER_SIZE + AGENT_CHUNK_MAX);
+		if (!p) {
+			ret = agent_flush_wait(a, agent_deadline(a->io_timeout_ms));
+			if (!ret)
+				ret = upload_check_error(a, id);
+			continue;
+		}
+		ssize_t n = read(fd, p + AGENT_HEADER_SIZE, AGENT_CHUNK_MAX);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			log_error(&a->log, "upload %s: reading the source: %s", guest_path,
+				  strerror(errno));
+			int cancelled = cancel(a, id, agent_deadline(a->io_timeout_ms));
+			return cancelled ? cancelled : ret;
+		}
+		if (n == 0)
+			break;
+		agent_header_encode(p, &(struct agent_header){.length = (uint32_t)n,
+							      .type = AGENT_UPLOAD_DATA,
+							      .id = id});
+		a->out_end += AGENT_HEADER_SIZE + (size_t)n;
+		total += (uint64_t)n;
+		ret = agent_flush_some(a);
+	}
+	if (ret) {
+		/* The agent drops an upload it failed at UPLOAD_END, without answering. */
+		if (!a->broken)
+			agent_queue(a, AGENT_UPLOAD_END, id, NULL, 0, -1);
+		return ret;
+	}
+	ret = agent_queue(a, AGENT_UPLOAD_END, id, NULL, 0, agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = take_ok(a, &f, &written, NULL);
+	if (!ret && written != total)
+		ret = agent_fail(a, -EPROTO, "the agent wrote %llu bytes of %llu",
+				 (unsigned long long)written, (unsigned long long)total);
+	return ret;
+}
+
+static int write_all(int fd, const uint8_t *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int mote_agent_download(struct mote_agent *agent, const char *guest_path, int fd, uint32_t *mode)
+{
+	struct mote_agent *a = agent;
+	struct agent_frame f;
+	uint64_t received = 0;
+	int ret = agent_usable(a);
+	uint32_t id = agent_new_id(a);
+
+	if (!ret)
+		ret = queue_path_request(a, AGENT_DOWNLOAD, id, 0, guest_path,
+					 agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+	if (!ret)
+		ret = take_ok(a, &f, NULL, mode);
+	while (!ret) {
+		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+		if (ret)
+			break;
+		if (f.h.type == AGENT_DATA) {
+			received += f.h.length;
+			ret = write_all(fd, f.payload, f.h.length);
+			if (ret) {
+				log_error(&a->log, "download %s: writing: %s", guest_path,
+					  strerror(-ret));
+				int cancelled = cancel(a, id, agent_deadline(a->io_timeout_ms));
+				return cancelled ? cancelled : ret;
+			}
+		} else if (f.h.type == AGENT_END) {
+			if (f.h.length != 8 || agent_le64_get(f.payload) != received)
+				return agent_fail(a, -EPROTO,
+						  "the agent ended a download with a "
+						  "wrong size");
+			return 0;
+		} else if (f.h.type == AGENT_ERROR) {
+			return agent_remote_error(a, &f);
+		} else {
+			return agent_fail(a, -EPROTO,
+					  "unexpected frame type 0x%x during a download", f.h.type);
+		}
+	}
+	return ret;
+}
+
+int mote_agent_power_off(struct mote_agent *agent)
+{
+	struct agent_frame f;
+	int ret = agent_usable(agent);
+	uint32_t id = agent_new_id(agent);
+
+	if (!ret)
+		ret = agent_queue(agent, AGENT_POWER_OFF, id, NULL, 0,
+				  agent_deadline(agent->io_timeout_ms));
+	if (!ret)
+		ret = agent_wait_answer(agent, id, &f, agent_deadline(agent->io_timeout_ms));
+	return ret ? ret : take_ok(agent, &f, NULL, NULL);
+}
