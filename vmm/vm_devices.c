@@ -67,7 +67,8 @@ static int vm_create_nics(struct mote_vm *vm, const struct mote_config *config)
 			memcpy(options.mac, nic->mac, sizeof(options.mac));
 		else
 			vm_random_mac(options.mac);
-		int ret = virtio_net_create(&options, &vm->mem, &vm->events, &vm->log, &vm->nics[i]);
+		int ret =
+		    virtio_net_create(&options, &vm->mem, &vm->events, &vm->log, &vm->nics[i]);
 		if (ret)
 			return ret;
 		vm->nic_count++;
