@@ -415,7 +415,7 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 {
 	struct mote_agent *a = agent;
 	struct agent_frame f;
-	uint64_t total = 0, written;
+	uint64_t total = 0, written = 0;
 	int ret = agent_usable(a);
 	uint32_t id = agent_new_id(a);
 
