@@ -2,8 +2,9 @@
 # Builds an ext4 root disk image for a guest booted with `root=/dev/vdX`: the same
 # busybox tree as the initramfs (tools/guest-tree.sh), mote-init as /sbin/init (the
 # kernel's default) and /init, the mount points /dev /proc /sys /tmp /mnt /root, and
-# each EXTRA_BINARY in /usr/bin under its own name. Every binary must be static: the
-# guest has no libc.
+# each EXTRA_BINARY in /usr/bin under its own name. mote-init must be static; an extra
+# binary that is not (iperf3 from Debian, say) comes with the shared libraries and the
+# program interpreter ldd names, at their host paths.
 #
 # mkfs.ext4 -d fills the file system from a directory, so no root privileges or loop
 # mounts are needed. The image holds the content plus MOTE_ROOTFS_FREE_MIB (64) MiB
@@ -38,9 +39,17 @@ case $free_mib in '' | *[!0-9]*)
 esac
 guest_tree_check_busybox "$busybox"
 guest_tree_check_static "$init_binary"
+command -v ldd >/dev/null || { echo "build-rootfs: ldd missing; install libc-bin" >&2; exit 1; }
 for binary in "$@"; do
-	guest_tree_check_static "$binary"
+	[ -f "$binary" ] && [ -x "$binary" ] ||
+		{ echo "build-rootfs: $binary is not an executable file" >&2; exit 2; }
 done
+
+# The shared objects a dynamic binary loads: every absolute path in ldd's output
+# ("libx.so => /lib/.../libx.so (0x...)" and the interpreter's own line).
+shared_objects() { # BINARY
+	ldd "$1" | sed -n 's|.*=> \(/[^ ]*\) .*|\1|p; s|^[[:space:]]*\(/[^ ]*\) .*|\1|p' | sort -u
+}
 
 root=$(mktemp -d)
 out_tmp="$out.tmp.$$"
@@ -61,6 +70,11 @@ for binary in "$@"; do
 		{ echo "build-rootfs: two extra binaries are named $name" >&2; exit 2; }
 	cp "$binary" "$root/usr/bin/$name"
 	chmod 0755 "$root/usr/bin/$name"
+	guest_tree_is_static_elf "$binary" && continue
+	for lib in $(shared_objects "$binary"); do
+		mkdir -p "$root$(dirname "$lib")"
+		cp -L "$lib" "$root$lib"
+	done
 done
 guest_tree_fix_times "$root"
 
