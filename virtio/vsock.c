@@ -1,0 +1,351 @@
+/* virtio-vsock (virtio 1.2 §5.10): the device model around the multiplexer
+ * (vsock_mux.c). It owns the config space, the three queues and the event buffer
+ * owed after a transport reset; the multiplexer owns the connections and the host
+ * sockets. Guest packets are taken from tx as they come, and answered on rx as the
+ * guest offers buffers. */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vsock.h"
+#include "vsock_mux.h"
+
+#define VSOCK_QUEUE_SIZE 256
+#define RX_QUEUE 0
+#define TX_QUEUE 1
+#define EVENT_QUEUE 2
+
+struct virtio_vsock {
+	struct vdev dev;
+	char *name; /* "virtio-vsock PATH", for messages */
+	char *uds_path;
+	struct mote_log log;
+	struct virtio_vsock_config config;
+	struct vsock_mux mux;
+	bool broken;	    /* the driver broke a queue: nothing more until a reset */
+	bool tx_stalled;    /* tx waits for the guest to take replies from rx */
+	bool event_pending; /* a TRANSPORT_RESET waits for an event buffer */
+	bool complained;
+	struct virtq_chain chain; /* virtq_pop() scratch */
+};
+
+static struct virtq *queue(struct virtio_vsock *vs, uint16_t q)
+{
+	return &vs->dev.queues[q];
+}
+
+static void vsock_break(struct virtio_vsock *vs, const char *what)
+{
+	log_warn(&vs->log, "%s: %s; the device needs a reset", vs->name, what);
+	vs->broken = true;
+	vdev_needs_reset(&vs->dev);
+}
+
+/* The next chain of queue q: 1, 0 when there is none, -EIO when the queue is broken.
+ * With EVENT_IDX, an empty ring is looked at again after telling the driver how far the
+ * device has read: a chain added in between brings no notification (§2.7.10). */
+static int pop(struct virtio_vsock *vs, uint16_t q)
+{
+	struct virtq *vq = queue(vs, q);
+	int got = virtq_pop(vq, &vs->chain);
+
+	if (got == 0 && vq->event_idx) {
+		virtq_set_avail_event(vq);
+		got = virtq_pop(vq, &vs->chain);
+	}
+	if (got < 0)
+		vsock_break(vs, "broken descriptor chain");
+	return got;
+}
+
+static void push(struct virtio_vsock *vs, uint16_t q, uint32_t written)
+{
+	/* Fails only when the queue was reset meanwhile: then there is no one to tell. */
+	(void)virtq_push(queue(vs, q), vs->chain.head, written);
+}
+
+/* Gives back the chain just popped, untouched: nothing was written into it nor
+ * published, so stepping the index back returns it to the ring as the driver left it
+ * (QEMU's virtqueue_unpop). */
+static void unpop(struct virtio_vsock *vs, uint16_t q)
+{
+	queue(vs, q)->last_avail_idx--;
+}
+
+/* Takes every guest packet offered on tx (§5.10.6.1: even when rx is full, while the
+ * replies have room to wait). */
+static void take_tx(struct virtio_vsock *vs)
+{
+	uint16_t old_used_idx = queue(vs, TX_QUEUE)->used_idx;
+
+	while (!vs->broken) {
+		if (!vsock_mux_takes_tx(&vs->mux)) {
+			vs->tx_stalled = true;
+			break;
+		}
+		if (pop(vs, TX_QUEUE) <= 0)
+			break;
+		vsock_mux_from_guest(&vs->mux, &vs->chain);
+		push(vs, TX_QUEUE, 0);
+	}
+	if (queue(vs, TX_QUEUE)->used_idx != old_used_idx)
+		vdev_notify_used(&vs->dev, TX_QUEUE, old_used_idx);
+}
+
+/* §5.10.6.4: rx buffers are device-writable only, and must hold a header. */
+static bool rx_buffer_usable(struct virtio_vsock *vs)
+{
+	if (vs->chain.readable_count == 0 && vs->chain.writable_len >= VSOCK_HDR_SIZE)
+		return true;
+	if (!vs->complained)
+		log_warn(&vs->log, "%s: an rx buffer of %llu writable bytes is dropped", vs->name,
+			 (unsigned long long)vs->chain.writable_len);
+	vs->complained = true;
+	return false;
+}
+
+/* Fills rx buffers while the multiplexer has packets for the guest. */
+static void fill_rx(struct virtio_vsock *vs)
+{
+	uint16_t old_used_idx = queue(vs, RX_QUEUE)->used_idx;
+
+	while (!vs->broken && vsock_mux_has_rx(&vs->mux)) {
+		uint32_t written = 0;
+
+		if (pop(vs, RX_QUEUE) <= 0)
+			break;
+		if (!rx_buffer_usable(vs)) {
+			push(vs, RX_QUEUE, 0);
+			continue;
+		}
+		if (!vsock_mux_to_guest(&vs->mux, &vs->chain, &written)) {
+			unpop(vs, RX_QUEUE);
+			break;
+		}
+		push(vs, RX_QUEUE, written);
+	}
+	if (queue(vs, RX_QUEUE)->used_idx != old_used_idx)
+		vdev_notify_used(&vs->dev, RX_QUEUE, old_used_idx);
+}
+
+/* Answers what can be answered; tx stalled for want of room for replies goes on once
+ * rx took some. */
+static void run_queues(struct virtio_vsock *vs, bool tx)
+{
+	if (tx)
+		take_tx(vs);
+	fill_rx(vs);
+	while (!vs->broken && vs->tx_stalled && vsock_mux_takes_tx(&vs->mux)) {
+		vs->tx_stalled = false;
+		take_tx(vs);
+		fill_rx(vs);
+	}
+}
+
+/* §5.10.6, Device Events: a TRANSPORT_RESET in the first event buffer the driver
+ * offered. */
+static void deliver_event(struct virtio_vsock *vs)
+{
+	uint16_t old_used_idx = queue(vs, EVENT_QUEUE)->used_idx;
+	struct virtio_vsock_event event = {.id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET)};
+
+	while (vs->event_pending && !vs->broken && vs->dev.activated) {
+		if (pop(vs, EVENT_QUEUE) <= 0)
+			break;
+		if (virtq_chain_write(&vs->chain, 0, &event, sizeof(event)) != 0) {
+			push(vs, EVENT_QUEUE, 0); /* too small to hold it: try the next */
+			continue;
+		}
+		push(vs, EVENT_QUEUE, sizeof(event));
+		vs->event_pending = false;
+	}
+	if (queue(vs, EVENT_QUEUE)->used_idx != old_used_idx)
+		vdev_notify_used(&vs->dev, EVENT_QUEUE, old_used_idx);
+}
+
+/* The event-loop handler of the multiplexer's epoll fd. */
+static void vsock_on_host_event(void *opaque)
+{
+	struct virtio_vsock *vs = opaque;
+
+	pthread_mutex_lock(&vs->dev.lock);
+	vsock_mux_host_events(&vs->mux);
+	if (vs->dev.activated)
+		run_queues(vs, false);
+	pthread_mutex_unlock(&vs->dev.lock);
+}
+
+static uint64_t vsock_features(struct vdev *dev)
+{
+	(void)dev;
+	/* §5.10.3: no feature bit means stream sockets only. */
+	return VIRTIO_FEATURE_INDIRECT_DESC | VIRTIO_FEATURE_EVENT_IDX;
+}
+
+static void vsock_config_read(struct vdev *dev, uint32_t offset, uint8_t *data, uint32_t len)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	memset(data, 0, len);
+	if (offset <= sizeof(vs->config) && len <= sizeof(vs->config) - offset)
+		memcpy(data, (const uint8_t *)&vs->config + offset, len);
+}
+
+static void vsock_config_write(struct vdev *dev, uint32_t offset, const uint8_t *data, uint32_t len)
+{
+	/* §5.10.4: guest_cid is read-only. */
+	(void)dev;
+	(void)offset;
+	(void)data;
+	(void)len;
+}
+
+static int vsock_activate(struct vdev *dev)
+{
+	(void)dev;
+	return 0;
+}
+
+static void vsock_queue_notify(struct vdev *dev, uint16_t q)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	if (vs->broken)
+		return;
+	if (q == EVENT_QUEUE)
+		deliver_event(vs);
+	else if (q == RX_QUEUE || q == TX_QUEUE)
+		run_queues(vs, q == TX_QUEUE);
+}
+
+static void vsock_reset(struct vdev *dev)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	/* The guest's sockets are gone with its driver; the host's go too. */
+	vsock_mux_reset(&vs->mux);
+	for (uint16_t q = 0; q < dev->queue_count; q++)
+		virtq_reset(queue(vs, q));
+	vs->broken = false;
+	vs->tx_stalled = false;
+	vs->event_pending = false;
+	vs->complained = false;
+}
+
+static const struct vdev_ops vsock_ops = {
+    .features = vsock_features,
+    .config_read = vsock_config_read,
+    .config_write = vsock_config_write,
+    .activate = vsock_activate,
+    .queue_notify = vsock_queue_notify,
+    .reset = vsock_reset,
+};
+
+void virtio_vsock_transport_reset(struct virtio_vsock *vs)
+{
+	pthread_mutex_lock(&vs->dev.lock);
+	vsock_mux_reset(&vs->mux);
+	vs->tx_stalled = false;
+	vs->event_pending = true;
+	deliver_event(vs);
+	pthread_mutex_unlock(&vs->dev.lock);
+}
+
+static void vsock_free(struct virtio_vsock *vs)
+{
+	free(vs->uds_path);
+	free(vs->name);
+	free(vs);
+}
+
+static int vsock_check_options(const struct virtio_vsock_options *options, struct guest_memory *mem,
+			       struct event_loop *loop, const struct mote_log *log)
+{
+	if (!options || !options->uds_path || !*options->uds_path || !mem || !loop) {
+		log_error(log, "virtio-vsock: no socket path, guest memory or event loop");
+		return -EINVAL;
+	}
+	if (options->guest_cid < VIRTIO_VSOCK_MIN_GUEST_CID ||
+	    options->guest_cid > VIRTIO_VSOCK_MAX_GUEST_CID) {
+		log_error(log, "vsock %s: guest CID %llu is reserved (use 3 to %llu)",
+			  options->uds_path, (unsigned long long)options->guest_cid,
+			  VIRTIO_VSOCK_MAX_GUEST_CID);
+		return -EINVAL;
+	}
+	int err = vsock_uds_path_check(options->uds_path);
+	if (err)
+		log_error(log, "vsock %s: the path is too long for a socket with \"_<port>\"",
+			  options->uds_path);
+	return err;
+}
+
+int virtio_vsock_create(const struct virtio_vsock_options *options, struct guest_memory *mem,
+			struct event_loop *loop, const struct mote_log *log,
+			struct virtio_vsock **vsock_out)
+{
+	int err = vsock_check_options(options, mem, loop, log);
+	if (err)
+		return err;
+
+	struct virtio_vsock *vs = calloc(1, sizeof(*vs));
+	if (!vs)
+		return -ENOMEM;
+	if (log)
+		vs->log = *log;
+	vs->uds_path = strdup(options->uds_path);
+	if (!vs->uds_path || asprintf(&vs->name, "virtio-vsock %s", options->uds_path) < 0) {
+		vs->name = NULL;
+		vsock_free(vs);
+		return -ENOMEM;
+	}
+	unsigned timeout_ms =
+	    options->timeout_ms ? options->timeout_ms : VIRTIO_VSOCK_DEFAULT_TIMEOUT_MS;
+	err = vsock_mux_init(&vs->mux, options->guest_cid, vs->uds_path, timeout_ms, &vs->log,
+			     vs->name);
+	if (err) {
+		vsock_mux_destroy(&vs->mux);
+		vsock_free(vs);
+		return err;
+	}
+	vs->config.guest_cid = htole64(options->guest_cid);
+	vs->dev = (struct vdev){
+	    .name = vs->name,
+	    .device_id = VIRTIO_ID_VSOCK,
+	    .queue_count = 3,
+	    .queue_max_size = VSOCK_QUEUE_SIZE,
+	    .config_size = sizeof(vs->config),
+	    .ops = &vsock_ops,
+	    .impl = vs,
+	    .mem = mem,
+	};
+	pthread_mutex_init(&vs->dev.lock, NULL);
+
+	/* Last: the loop cannot forget an fd, and the handler may run from here on. */
+	err = event_loop_add(loop, vsock_mux_fd(&vs->mux), vsock_on_host_event, vs);
+	if (err) {
+		log_error(log, "vsock %s: watching its sockets: %s", options->uds_path,
+			  strerror(-err));
+		pthread_mutex_destroy(&vs->dev.lock);
+		vsock_mux_destroy(&vs->mux);
+		vsock_free(vs);
+		return err;
+	}
+	*vsock_out = vs;
+	return 0;
+}
+
+struct vdev *virtio_vsock_vdev(struct virtio_vsock *vs)
+{
+	return &vs->dev;
+}
+
+void virtio_vsock_destroy(struct virtio_vsock *vs)
+{
+	if (!vs)
+		return;
+	vsock_mux_destroy(&vs->mux);
+	pthread_mutex_destroy(&vs->dev.lock);
+	vsock_free(vs);
+}

@@ -1,0 +1,93 @@
+/* The virtio-vsock connection multiplexer: between the device's queues (vsock.c) and
+ * the host's AF_UNIX sockets. It owns the listening socket, every connection (a table
+ * keyed by (local port, peer port), as Firecracker's muxer), the replies owed to the
+ * guest, the timeouts, and one epoll fd of its own that watches all of these: the VM's
+ * event loop has room for 64 sources, the device for 1023 connections, so the loop
+ * watches only that epoll fd and the device waits on the rest itself.
+ *
+ * The guest is hostile: a packet that is not what the spec allows is dropped when it
+ * carries no usable address (a short header, a forged source CID), and otherwise
+ * answered with an RST that resets its connection, if it has one. */
+#ifndef MOTE_VIRTIO_VSOCK_MUX_H
+#define MOTE_VIRTIO_VSOCK_MUX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../vmm/log.h"
+#include "virtqueue.h"
+#include "vsock_conn.h"
+
+#define VSOCK_MAX_CONNECTIONS 1023
+#define VSOCK_TABLE_BUCKETS 1024
+/* RSTs owed for packets of no connection; while full, the device takes no more
+ * guest packets (§5.10.6.1: processing stops when the additional resources are). */
+#define VSOCK_RSTQ_SIZE 1024
+/* Ports for host-initiated connections come from [2^30, 2^31), as Firecracker's. */
+#define VSOCK_FIRST_LOCAL_PORT (1u << 30)
+
+struct vsock_rst {
+	uint64_t src_cid;
+	uint32_t src_port;
+	uint32_t dst_port;
+};
+
+struct vsock_mux {
+	uint64_t guest_cid;
+	const char *uds_path;
+	unsigned timeout_ms;
+	const struct mote_log *log;
+	const char *name;
+	bool complained; /* one warning per device for a misbehaving guest */
+
+	int listen_fd;
+	int epoll_fd;
+	int timer_fd;
+	bool listen_paused; /* out of fds: accept again once a connection closes */
+	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
+
+	unsigned conn_count; /* connections and clients still sending their CONNECT line */
+	struct vsock_conn *buckets[VSOCK_TABLE_BUCKETS];
+	struct vsock_conn *all;
+	struct vsock_conn *rx_head, *rx_tail; /* those with something for the guest */
+	struct vsock_conn *dead;	      /* closed, freed after the event batch */
+	uint32_t next_local_port;
+
+	struct vsock_rst rstq[VSOCK_RSTQ_SIZE];
+	unsigned rst_head;
+	unsigned rst_count;
+};
+
+/* Listens on uds_path and sets up the epoll fd and the timer. The strings and log
+ * must outlive the multiplexer. 0, or a negative errno with a message on log. */
+int vsock_mux_init(struct vsock_mux *mux, uint64_t guest_cid, const char *uds_path,
+		   unsigned timeout_ms, const struct mote_log *log, const char *name);
+
+/* Closes every socket, removes uds_path. */
+void vsock_mux_destroy(struct vsock_mux *mux);
+
+/* The fd to watch for readability: then vsock_mux_host_events(). */
+int vsock_mux_fd(const struct vsock_mux *mux);
+
+/* Handles what epoll reports: new clients, CONNECT lines, socket readiness, timeouts. */
+void vsock_mux_host_events(struct vsock_mux *mux);
+
+/* One packet the guest put on the tx queue: the header and payload in chain's readable
+ * part. The payload is used up (sent or buffered) before this returns. */
+void vsock_mux_from_guest(struct vsock_mux *mux, const struct virtq_chain *chain);
+
+/* Whether there is something for the guest's rx queue. */
+bool vsock_mux_has_rx(const struct vsock_mux *mux);
+
+/* Whether the next guest packet can be taken: its reply has room to wait. */
+bool vsock_mux_takes_tx(const struct vsock_mux *mux);
+
+/* Fills one rx buffer (at least VSOCK_HDR_SIZE writable bytes, nothing readable): true
+ * and *written, false when there was nothing for it after all. */
+bool vsock_mux_to_guest(struct vsock_mux *mux, const struct virtq_chain *chain, uint32_t *written);
+
+/* Forgets every connection with the guest, closing their host sockets, and the RSTs
+ * owed; the listener and the host clients still sending a CONNECT line stay. */
+void vsock_mux_reset(struct vsock_mux *mux);
+
+#endif
