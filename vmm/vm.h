@@ -10,6 +10,7 @@
 #include "../devices/serial.h"
 #include "../virtio/blk.h"
 #include "../virtio/net.h"
+#include "../virtio/vsock.h"
 #include "bus.h"
 #include "event_loop.h"
 #include "guest_memory.h"
@@ -44,6 +45,7 @@ struct mote_vm {
 	struct virtio_net *nics[MOTE_MAX_NETS];
 	unsigned nic_fd_count;
 	int nic_fds[MOTE_MAX_NETS]; /* their TAPs */
+	struct virtio_vsock *vsock; /* or NULL */
 
 	unsigned cpu_count;
 	struct vcpu vcpus[MOTE_MAX_CPUS];

@@ -79,18 +79,34 @@ static int vm_create_nics(struct mote_vm *vm, const struct mote_config *config)
 	return 0;
 }
 
+/* The vsock device: its socket is created here, so a path already taken fails now. */
+static int vm_create_vsock(struct mote_vm *vm, const struct mote_config *config)
+{
+	if (config->vsock.guest_cid == 0)
+		return 0;
+	struct virtio_vsock_options options = {
+	    .guest_cid = config->vsock.guest_cid,
+	    .uds_path = config->vsock.uds_path,
+	};
+	int ret = virtio_vsock_create(&options, &vm->mem, &vm->events, &vm->log, &vm->vsock);
+	return ret ? ret : vm_virtio_attach(vm, virtio_vsock_vdev(vm->vsock));
+}
+
 int vm_devices_create(struct mote_vm *vm, const struct mote_config *config)
 {
-	unsigned wanted = config->disk_count + config->net_count;
+	unsigned wanted = config->disk_count + config->net_count + (config->vsock.guest_cid != 0);
 
 	if (wanted > VM_VIRTIO_MAX_DEVICES) {
-		log_error(&vm->log, "%u disks and network interfaces: at most %d virtio devices",
+		log_error(&vm->log,
+			  "%u disks, network interfaces and vsock: at most %d virtio devices",
 			  wanted, VM_VIRTIO_MAX_DEVICES);
 		return -EINVAL;
 	}
 	int ret = vm_create_disks(vm, config);
 	if (!ret)
 		ret = vm_create_nics(vm, config);
+	if (!ret)
+		ret = vm_create_vsock(vm, config);
 	return ret;
 }
 
@@ -106,4 +122,6 @@ void vm_devices_destroy(struct mote_vm *vm)
 	for (unsigned i = 0; i < vm->nic_fd_count; i++)
 		close(vm->nic_fds[i]);
 	vm->nic_fd_count = 0;
+	virtio_vsock_destroy(vm->vsock); /* removes its socket */
+	vm->vsock = NULL;
 }

@@ -1,0 +1,180 @@
+# virtio-vsock bridged to host Unix sockets (Firecracker's protocol): host to guest,
+# guest to host, many connections at once, a port nobody listens on, a socket path
+# already taken. Data is checked end to end with mote-pattern on both sides.
+# Sourced by run.sh; boots from ROOT_IMG (mote-pattern, mote-vsock-pipe).
+# shellcheck shell=bash
+
+VSOCK_CID=3
+
+# vsock_boot NAME UDS CMD [mote args...]
+vsock_boot() {
+	local name=$1 uds=$2 cmd=$3
+	shift 3
+	rm -f "$uds"
+	mote_run "$name" run --kernel "$VMLINUX" --mem 256M --cpus 2 \
+		--disk "path=$ROOT_IMG,ro,root" --vsock "cid=$VSOCK_CID,uds=$uds" \
+		--cmdline "$BASE_CMDLINE mote.run=\"$cmd\"" "$@"
+}
+
+# host_send_to_guest UDS PORT SIZE SEED: connects through the device to the guest's
+# PORT (retrying until the guest listens), waits for OK, then sends the pattern.
+host_send_to_guest() {
+	local uds=$1 port=$2 size=$3 seed=$4
+	for _ in $(seq 1 600); do
+		if [ -S "$uds" ] && socat -t 30 "UNIX-CONNECT:$uds" \
+			SYSTEM:"printf 'CONNECT $port\\n'; read -r ok rest; [ \"\$ok\" = OK ] || exit 1;
+$MOTE_PATTERN write - 0 $size $seed 2>/dev/null" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	return 1
+}
+
+test_host_to_guest_stream_over_vsock_arrives_intact() {
+	local uds=$WORK/v1.sock size=16777216
+	host_send_to_guest "$uds" 5000 $size 51 &
+	local sender=$!
+	vsock_boot v1 "$uds" "mote-vsock-pipe listen 5000 </dev/null | mote-pattern verify - 0 $size 51"
+	wait $sender
+	local sent=$?
+	expect_status 0
+	[ $sent -eq 0 ] || fail "the host could not connect through $uds"
+	expect_in "$out" "pattern: verified $size bytes"
+	expect_guest_status 0
+	[ ! -e "$uds" ] || fail "mote left $uds behind"
+}
+
+test_guest_to_host_stream_over_vsock_arrives_intact() {
+	local uds=$WORK/v2.sock size=16777216
+	rm -f "${uds}_6000"
+	timeout 300 socat -u "UNIX-LISTEN:${uds}_6000" - |
+		"$MOTE_PATTERN" verify - 0 $size 53 >"$WORK/v2.host-verify" 2>&1 &
+	local receiver=$!
+	vsock_boot v2 "$uds" "mote-pattern write - 0 $size 53 | mote-vsock-pipe connect 2 6000"
+	wait $receiver
+	expect_status 0
+	expect_guest_status 0
+	expect_in "$WORK/v2.host-verify" "pattern: verified $size bytes"
+}
+
+test_guest_connect_to_a_host_port_nobody_listens_on_is_refused() {
+	local uds=$WORK/v3.sock
+	rm -f "${uds}_6001"
+	vsock_boot v3 "$uds" "mote-vsock-pipe connect 2 6001 </dev/null; echo connect-status=\$?"
+	expect_status 0
+	expect_in "$out" "connect-status=1"
+	expect_in "$out" "vsock-pipe: connect"
+}
+
+test_twenty_concurrent_vsock_connections_each_echo_their_own_data() {
+	local uds=$WORK/v4.sock
+	rm -f "${uds}_6002"
+	# An echo server on the host: one cat per connection.
+	timeout 300 socat "UNIX-LISTEN:${uds}_6002,fork" SYSTEM:cat &
+	local server=$!
+	local cmd="for i in \$(seq 1 20); do (mote-pattern write - 0 1M \$i 2>/dev/null | \
+mote-vsock-pipe connect 2 6002 | mote-pattern verify - 0 1M \$i) & done; wait"
+	vsock_boot v4 "$uds" "$cmd"
+	kill $server 2>/dev/null
+	wait $server 2>/dev/null
+	expect_status 0
+	local verified
+	verified=$(grep -c "pattern: verified 1048576 bytes" "$out")
+	[ "$verified" -eq 20 ] || fail "$verified of 20 connections echoed their data intact"
+}
+
+test_a_vsock_socket_path_already_taken_is_a_clear_error() {
+	local uds=$WORK/v5.sock
+	: >"$uds"
+	mote_run v5 run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" --vsock "cid=3,uds=$uds" \
+		--cmdline "$BASE_CMDLINE"
+	expect_status 4
+	expect_in "$err" "$uds"
+	[ -f "$uds" ] || fail "mote removed a file it did not create"
+}
+
+# The guest agent (guest-init, `mote.agent` on the command line) through the vsock
+# device: `mote exec` and `mote cp` as a user runs them against a running VM.
+agent_vm_start() { # NAME UDS
+	rm -f "$2"
+	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" --mem 256M --cpus 2 \
+		--vsock "cid=$VSOCK_CID,uds=$2" --cmdline "$BASE_CMDLINE mote.agent" \
+		</dev/null >"$WORK/$1.out" 2>"$WORK/$1.err" 3>&- &
+	agent_vm=$!
+}
+
+# agent_exec NAME ARGS...: mote exec with the VM's socket, bounded; status in $status.
+agent_exec() {
+	local name=$1
+	shift
+	timeout 300 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" \
+		</dev/null >"$WORK/$name.stdout" 2>"$WORK/$name.stderr"
+	status=$?
+}
+
+agent_vm_stop() { # NAME
+	timeout 120 "$MOTE_BIN" exec --vsock "$uds" -- poweroff >/dev/null 2>&1
+	finish "$agent_vm"
+	status=$?
+	out="$WORK/$1.out"
+	err="$WORK/$1.err"
+}
+
+test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
+	uds=$WORK/a1.sock
+	agent_vm_start a1 "$uds"
+	agent_exec a1-exec sh -c 'echo out; echo err >&2; exit 3'
+	local exec_status=$status
+	agent_exec a1-missing /no/such/program
+	local missing_status=$status
+	agent_vm_stop a1
+	expect_status 0
+	[ "$exec_status" -eq 3 ] || fail "mote exec returned $exec_status, expected 3: $(cat "$WORK/a1-exec.stderr")"
+	[ "$(cat "$WORK/a1-exec.stdout")" = out ] || fail "stdout was '$(cat "$WORK/a1-exec.stdout")'"
+	[ "$(cat "$WORK/a1-exec.stderr")" = err ] || fail "stderr was '$(cat "$WORK/a1-exec.stderr")'"
+	[ "$missing_status" -eq 127 ] || fail "a missing program gave $missing_status, expected 127"
+	grep -q "/no/such/program" "$WORK/a1-missing.stderr" || fail "no message names the missing program"
+}
+
+test_a_50_mib_file_round_trips_through_the_agent_unchanged() {
+	uds=$WORK/a2.sock
+	local size=52428800
+	"$MOTE_PATTERN" write "$WORK/a2.up" 0 $size 61 >/dev/null || fail "cannot write the file"
+	agent_vm_start a2 "$uds"
+	timeout 300 "$MOTE_BIN" cp --vsock "$uds" --wait 120 "$WORK/a2.up" guest:/tmp/big \
+		>"$WORK/a2.cp1" 2>&1
+	local up=$?
+	timeout 300 "$MOTE_BIN" cp --vsock "$uds" guest:/tmp/big "$WORK/a2.down" >"$WORK/a2.cp2" 2>&1
+	local down=$?
+	agent_vm_stop a2
+	expect_status 0
+	[ $up -eq 0 ] || fail "upload failed: $(cat "$WORK/a2.cp1")"
+	[ $down -eq 0 ] || fail "download failed: $(cat "$WORK/a2.cp2")"
+	"$MOTE_PATTERN" verify "$WORK/a2.down" 0 $size 61 >"$WORK/a2.verify" 2>&1 ||
+		fail "the file came back changed: $(cat "$WORK/a2.verify")"
+	[ "$(stat -c %s "$WORK/a2.down")" -eq $size ] || fail "the file came back with another size"
+}
+
+test_ten_agent_commands_run_at_once_each_get_their_own_output() {
+	uds=$WORK/a3.sock
+	agent_vm_start a3 "$uds"
+	# The first exec waits for the agent; the ten then run side by side.
+	agent_exec a3-ready true
+	local pids=""
+	for i in $(seq 1 10); do
+		timeout 300 "$MOTE_BIN" exec --vsock "$uds" -- sh -c "sleep 1; echo job-$i; exit $i" \
+			</dev/null >"$WORK/a3-$i.stdout" 2>&1 &
+		pids="$pids $!"
+	done
+	local i=0 bad=0
+	for pid in $pids; do
+		i=$((i + 1))
+		wait "$pid"
+		local st=$?
+		[ $st -eq $i ] && [ "$(cat "$WORK/a3-$i.stdout")" = "job-$i" ] || bad=$((bad + 1))
+	done
+	agent_vm_stop a3
+	expect_status 0
+	[ $bad -eq 0 ] || fail "$bad of 10 concurrent commands returned the wrong output or status"
+}
