@@ -16,6 +16,8 @@
 # MOTE_BENCH_DIR (where the images go; default $MOTE_SCRATCH, else /var/tmp: a disk
 # file system, since O_DIRECT fails on tmpfs and 9p is slow).
 set -eu
+# shellcheck source=benchmarks/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 : "${MOTE_KERNEL_DIR:?}" "${MOTE_ROOTFS:?}"
 ONLY=${MOTE_BENCH_ONLY:-}
@@ -73,9 +75,8 @@ run_mote() { # log
 # boot byte; guest-init's power-off falls back to a reboot, which reboot=t (triple
 # fault; microvm has no i8042) and -no-reboot turn into QEMU exiting.
 run_qemu() { # log
-	timeout -k 5 "$RUN_TIMEOUT" qemu-system-x86_64 -M microvm,acpi=off,pit=off,pic=off,rtc=off \
-		-accel kvm -cpu host -m "$MEM" -smp "$CPUS" -nodefaults -no-user-config -nographic \
-		-serial stdio -no-reboot -kernel "$KERNEL" \
+	# shellcheck disable=SC2046 # one word per argument
+	timeout -k 5 "$RUN_TIMEOUT" $(qemu_microvm "$KERNEL" "$MEM" "$CPUS") \
 		-drive "id=root,file=$root_img,format=raw,if=none,aio=io_uring,cache=none" \
 		-device virtio-blk-device,drive=root \
 		-drive "id=data,file=$data_img,format=raw,if=none,aio=io_uring,cache=none" \
@@ -127,13 +128,12 @@ for m in $monitors; do
 	}
 done
 
-reverse() { local out="" w; for w; do out="$w${out:+ $out}"; done; echo "$out"; }
 : >"$work/results"
 for i in $(seq 1 "$RUNS"); do
 	# Interleaved, alternating who goes first, so drift hits both equally.
 	order=$monitors
 	# shellcheck disable=SC2086 # one word per monitor
-	[ $((i % 2)) -eq 1 ] || order=$(reverse $monitors)
+	[ $((i % 2)) -eq 1 ] || order=$(bench_reverse $monitors)
 	for m in $order; do
 		run_one "$m" "$i"
 	done
@@ -142,11 +142,8 @@ done
 # Median of one monitor's metric for one row: MiB/s for 1 MiB rows, IOPS for 4 KiB.
 median() { # monitor row depth
 	awk -v m="$1" -v r="$2" -v d="$3" '$1 == m && $2 == r && $3 == d {
-		print (r ~ /-1m$/) ? $4 : $5 }' "$work/results" | sort -n |
-		awk -v fmt="$(case $2 in *-1m) echo %.1f ;; *) echo %.0f ;; esac)" '{ v[NR] = $1 } END {
-		if (!NR) { print "-"; exit }
-		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		printf fmt "\n", m }'
+		print (r ~ /-1m$/) ? $4 : $5 }' "$work/results" |
+		bench_median "$(case $2 in *-1m) echo %.1f ;; *) echo %.0f ;; esac)"
 }
 
 echo

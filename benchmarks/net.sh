@@ -13,6 +13,8 @@
 # MOTE_BENCH_SECONDS (iperf3 -t, 5), MOTE_BENCH_TIMEOUT (seconds per VM run, 150),
 # MOTE_BENCH_ONLY (mote or qemu).
 set -eu
+# shellcheck source=benchmarks/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 : "${MOTE_KERNEL_DIR:?}" "${MOTE_ROOTFS:?}"
 ONLY=${MOTE_BENCH_ONLY:-}
@@ -66,9 +68,8 @@ run_mote() { # log
 
 # QEMU at its fastest settings (design.md), the NIC on the same TAP without vhost.
 run_qemu() { # log
-	timeout -k 5 "$RUN_TIMEOUT" qemu-system-x86_64 -M microvm,acpi=off,pit=off,pic=off,rtc=off \
-		-accel kvm -cpu host -m "$MEM" -smp "$CPUS" -nodefaults -no-user-config -nographic \
-		-serial stdio -no-reboot -kernel "$KERNEL" \
+	# shellcheck disable=SC2046 # one word per argument
+	timeout -k 5 "$RUN_TIMEOUT" $(qemu_microvm "$KERNEL" "$MEM" "$CPUS") \
 		-drive "id=root,file=$root_img,format=raw,if=none,readonly=on" \
 		-device virtio-blk-device,drive=root \
 		-netdev "tap,id=n0,ifname=$TAP,script=no,downscript=no,vhost=off" \
@@ -113,20 +114,17 @@ run_one() { # monitor run
 	echo "run $2: $1 guest-to-host $up Mbit/s, host-to-guest $down Mbit/s" >&2
 }
 
-reverse() { local out="" w; for w; do out="$w${out:+ $out}"; done; echo "$out"; }
 for i in $(seq 1 "$RUNS"); do
 	order=$monitors
 	# shellcheck disable=SC2086 # one word per monitor
-	[ $((i % 2)) -eq 1 ] || order=$(reverse $monitors)
+	[ $((i % 2)) -eq 1 ] || order=$(bench_reverse $monitors)
 	for m in $order; do
 		run_one "$m" "$i"
 	done
 done
 
 median() { # monitor row
-	awk -v m="$1" -v r="$2" '$1 == m && $2 == r { print $3 }' "$work/results" | sort -n |
-		awk '{ v[NR] = $1 } END { if (!NR) { print "-"; exit }
-		printf "%.0f\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	awk -v m="$1" -v r="$2" '$1 == m && $2 == r { print $3 }' "$work/results" | bench_median %.0f
 }
 
 echo

@@ -7,15 +7,12 @@
 # see benchmarks/blk.sh.
 set -eu
 cd "$(dirname "$0")/.."
-tools/setup.sh
-kernel_dir=$(tools/build-kernel.sh)
-build=${MOTE_BUILD_DIR:-build/release}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF >/dev/null
-build=$(cd "$build" && pwd)
+# shellcheck source=benchmarks/lib.sh
+. benchmarks/lib.sh
 targets="mote-init mote-pattern mote-blkbench"
 [ "${MOTE_BENCH_ONLY:-}" = qemu ] || targets="$targets mote"
 # shellcheck disable=SC2086 # one word per target
-cmake --build "$build" -j"$(nproc)" --target $targets >/dev/null
+bench_build $targets
 tools/build-rootfs.sh "$build/rootfs.img" "$build/mote-init" "$build/mote-pattern" \
 	"$build/mote-blkbench"
 MOTE_BIN=$build/mote MOTE_KERNEL_DIR=$kernel_dir MOTE_ROOTFS=$build/rootfs.img \

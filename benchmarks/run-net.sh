@@ -5,12 +5,9 @@
 # see benchmarks/net.sh; MOTE_BUILD_DIR (build/release) picks the build directory.
 set -eu
 cd "$(dirname "$0")/.."
-tools/setup.sh
-kernel_dir=$(tools/build-kernel.sh)
-build=${MOTE_BUILD_DIR:-build/release}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF >/dev/null
-build=$(cd "$build" && pwd)
-cmake --build "$build" -j"$(nproc)" --target mote mote-init >/dev/null
+# shellcheck source=benchmarks/lib.sh
+. benchmarks/lib.sh
+bench_build mote mote-init
 tools/build-rootfs.sh "$build/rootfs-net.img" "$build/mote-init" "$(command -v iperf3)"
 MOTE_BIN=$build/mote MOTE_KERNEL_DIR=$kernel_dir MOTE_ROOTFS=$build/rootfs-net.img \
 	exec tools/kvm-run.sh benchmarks/net.sh
