@@ -17,13 +17,20 @@ vsock_boot() {
 }
 
 # host_send_to_guest UDS PORT SIZE SEED: connects through the device to the guest's
-# PORT (retrying until the guest listens), waits for OK, then sends the pattern.
+# PORT (retrying until the guest listens), waits for OK, then sends the pattern. The
+# protocol side is a script of its own: socat's address syntax would mangle it inline.
 host_send_to_guest() {
-	local uds=$1 port=$2 size=$3 seed=$4
+	local uds=$1 port=$2 size=$3 seed=$4 script=$WORK/vsock-send.sh
+	cat >"$script" <<SCRIPT
+#!/bin/sh
+printf 'CONNECT %s\\n' "$port"
+read -r ok rest
+[ "\$ok" = OK ] || exit 1
+exec "$MOTE_PATTERN" write - 0 $size $seed 2>/dev/null
+SCRIPT
+	chmod +x "$script"
 	for _ in $(seq 1 600); do
-		if [ -S "$uds" ] && socat -t 30 "UNIX-CONNECT:$uds" \
-			SYSTEM:"printf 'CONNECT $port\\n'; read -r ok rest; [ \"\$ok\" = OK ] || exit 1;
-$MOTE_PATTERN write - 0 $size $seed 2>/dev/null" 2>/dev/null; then
+		if [ -S "$uds" ] && socat -t 120 "UNIX-CONNECT:$uds" EXEC:"$script" 2>/dev/null; then
 			return 0
 		fi
 		sleep 0.5

@@ -11,12 +11,13 @@
  * connection was refused or reset (the reason on stderr, e.g. "Connection reset by
  * peer"), 2 on bad usage. */
 #include <errno.h>
-#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/vm_sockets.h>
@@ -64,43 +65,47 @@ static bool write_all(int fd, const char *buf, size_t n)
 	return true;
 }
 
-/* Copies in both directions until the peer has shut down its side and stdin ended. */
-static int pump(int sock)
+/* Copies from in to out until in ends. */
+static int copy(int in, int out, const char *what)
 {
 	static char buf[BUFFER_BYTES];
-	bool stdin_open = true, peer_open = true;
 
-	while (peer_open) {
-		struct pollfd fds[2] = {{.fd = sock, .events = POLLIN},
-					{.fd = stdin_open ? STDIN_FILENO : -1, .events = POLLIN}};
-		if (poll(fds, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return failed("poll");
-		}
-		if (fds[0].revents) {
-			ssize_t n = read(sock, buf, sizeof(buf));
-			if (n < 0 && errno != EINTR)
-				return failed("read from the peer");
-			if (n == 0)
-				peer_open = false;
-			if (n > 0 && !write_all(STDOUT_FILENO, buf, (size_t)n))
-				return failed("write to stdout");
-		}
-		if (stdin_open && fds[1].revents) {
-			ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
-			if (n < 0 && errno != EINTR)
-				return failed("read stdin");
-			if (n == 0) {
-				stdin_open = false;
-				if (shutdown(sock, SHUT_WR) < 0)
-					return failed("shutdown");
-			}
-			if (n > 0 && !write_all(sock, buf, (size_t)n))
-				return failed("write to the peer");
-		}
+	for (;;) {
+		ssize_t n = read(in, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return failed(what);
+		if (n == 0)
+			return 0;
+		if (!write_all(out, buf, (size_t)n))
+			return failed(what);
 	}
-	return 0;
+}
+
+/* The two directions in two processes, as netcat does: one loop that blocks writing to
+ * the peer while the peer blocks writing back (an echo server with full buffers) would
+ * deadlock both. The child sends stdin and then shuts the sending side; this process
+ * copies the peer's bytes to stdout until the peer shuts down its side. */
+static int pump(int sock)
+{
+	pid_t sender = fork();
+
+	if (sender < 0)
+		return failed("fork");
+	if (sender == 0) {
+		int status = copy(STDIN_FILENO, sock, "send to the peer");
+		if (status == 0 && shutdown(sock, SHUT_WR) < 0)
+			status = failed("shutdown");
+		_exit(status);
+	}
+	int status = copy(sock, STDOUT_FILENO, "receive from the peer");
+	int sent;
+	while (waitpid(sender, &sent, 0) < 0 && errno == EINTR)
+		;
+	if (status == 0 && !(WIFEXITED(sent) && WEXITSTATUS(sent) == 0))
+		status = EXIT_CONNECTION;
+	return status;
 }
 
 int main(int argc, char **argv)
@@ -117,6 +122,8 @@ int main(int argc, char **argv)
 	else
 		return usage();
 
+	/* A peer gone away is an error to report, not a reason to die silently. */
+	signal(SIGPIPE, SIG_IGN);
 	int sock = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (sock < 0)
 		return failed("socket(AF_VSOCK)");
