@@ -16,13 +16,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "virtio/mmio.h"
+#include "fuzz_mmio_driver.h"
 #include "virtio/vsock.h"
 #include "virtio/vsock_packet.h"
 
 #define RAM_SIZE (16 << 20)
 #define RING_BASE 0x10000ULL /* queue q: descriptors at +q*0x3000, avail +0x1000, used +0x2000 */
-#define QUEUE_SIZE 16
+#define QUEUE_SIZE FUZZ_QUEUE_SIZE
 #define BUFFER_BASE 0x40000ULL /* tx packet bytes */
 #define BUFFER_SIZE 0x20000ULL
 #define RX_BASE 0x60000ULL
@@ -55,11 +55,6 @@ static void harness_cleanup(void)
 	h->vsock = NULL;
 	unlink(h->listener_path);
 	rmdir(h->dir);
-}
-
-static void reg_write(struct harness *h, uint64_t offset, uint32_t value)
-{
-	virtio_mmio_access(&h->mmio, offset, (uint8_t *)&value, 4, true);
 }
 
 static int unix_socket_at(const char *path, bool listen_there)
@@ -102,12 +97,8 @@ static struct harness *harness_get(void)
 	if (h->listener < 0 || guest_memory_create(&h->mem, RAM_SIZE, NULL) ||
 	    event_loop_init(&h->loop) ||
 	    virtio_vsock_create(&options, &h->mem, &h->loop, NULL, &h->vsock) ||
-	    virtio_mmio_init(&h->mmio, virtio_vsock_vdev(h->vsock), 0xd0000000, 5, NULL))
+	    fuzz_mmio_attach(&h->mmio, virtio_vsock_vdev(h->vsock), &h->loop, 3))
 		return NULL;
-	for (unsigned q = 0; q < 3; q++)
-		if (event_loop_add(&h->loop, h->mmio.notifiers[q].fd, virtio_mmio_notify_handler,
-				   &h->mmio.notifiers[q]))
-			return NULL;
 	state = 1;
 	return h;
 }
@@ -144,17 +135,6 @@ struct fuzz_head {
 	uint8_t host_reply[32];
 } __attribute__((packed));
 
-struct raw_queue {
-	uint8_t count;
-	uint16_t avail[QUEUE_SIZE];
-	struct {
-		uint64_t addr;
-		uint32_t len;
-		uint16_t flags;
-		uint16_t next;
-	} desc[QUEUE_SIZE];
-} __attribute__((packed));
-
 /* The connection the device last asked the guest for (its REQUEST on rx). */
 struct request_seen {
 	bool seen;
@@ -170,15 +150,6 @@ static uint8_t *ram_at(struct harness *h, uint64_t addr, uint64_t len)
 static uint8_t *ring(struct harness *h, unsigned q)
 {
 	return ram_at(h, RING_BASE + q * 0x3000ULL, 0x3000);
-}
-
-static void write_desc(uint8_t *table, unsigned i, uint64_t addr, uint32_t len, uint16_t flags,
-		       uint16_t next)
-{
-	memcpy(table + i * 16, &addr, 8);
-	memcpy(table + i * 16 + 8, &len, 4);
-	memcpy(table + i * 16 + 12, &flags, 2);
-	memcpy(table + i * 16 + 14, &next, 2);
 }
 
 static void offer(uint8_t *q, uint16_t head)
@@ -201,30 +172,21 @@ static void lay_out_rx_and_events(struct harness *h, const struct fuzz_head *hea
 	for (uint16_t i = 0; i < RX_BUFFERS; i++) {
 		uint16_t flags = head->rx_len[i] & 0x8000 ? 0 : 2; /* VRING_DESC_F_WRITE */
 		uint32_t len = (uint32_t)((head->rx_len[i] & 0x7fff) % RX_BUFFER_SIZE);
-		write_desc(rx, i, RX_BASE + i * RX_BUFFER_SIZE, len, flags, 0);
+		fuzz_write_desc(rx, i, RX_BASE + i * RX_BUFFER_SIZE, len, flags, 0);
 		offer(rx, i);
 	}
 	for (uint16_t i = 0; i < 2; i++) {
-		write_desc(event, i, EVENT_BASE + 16 * i, 8, 2, 0);
+		fuzz_write_desc(event, i, EVENT_BASE + 16 * i, 8, 2, 0);
 		offer(event, i);
 	}
 }
 
 static void lay_out_raw_tx(struct harness *h, const uint8_t *data, size_t size)
 {
-	struct raw_queue raw = {0};
-	uint8_t *tx = ring(h, 1);
+	struct fuzz_queue raw = {0};
 
 	memcpy(&raw, data, size < sizeof(raw) ? size : sizeof(raw));
-	for (unsigned i = 0; i < QUEUE_SIZE; i++) {
-		uint64_t addr = raw.desc[i].addr;
-		if (addr < (1ULL << 48))
-			addr = BUFFER_BASE + addr % BUFFER_SIZE;
-		write_desc(tx, i, addr, raw.desc[i].len, raw.desc[i].flags, raw.desc[i].next);
-	}
-	uint16_t idx = raw.count;
-	memcpy(tx + 0x1000 + 2, &idx, 2);
-	memcpy(tx + 0x1000 + 4, raw.avail, sizeof(raw.avail));
+	fuzz_lay_out_queue(ring(h, 1), &raw, BUFFER_BASE, BUFFER_SIZE);
 	if (size > sizeof(raw)) {
 		size_t rest = size - sizeof(raw);
 		memcpy(ram_at(h, BUFFER_BASE, BUFFER_SIZE), data + sizeof(raw),
@@ -262,8 +224,9 @@ static void offer_packets(struct harness *h, uint8_t mode, const uint8_t *data, 
 		memcpy(ram_at(h, addr, sizeof(hdr)), &hdr, sizeof(hdr));
 		memcpy(ram_at(h, addr + VSOCK_HDR_SIZE, payload + 1), data + *used, payload);
 		*used += payload;
-		write_desc(tx, 2 * i, addr, VSOCK_HDR_SIZE, payload ? 1 : 0, (uint16_t)(2 * i + 1));
-		write_desc(tx, 2 * i + 1, addr + VSOCK_HDR_SIZE, (uint32_t)payload, 0, 0);
+		fuzz_write_desc(tx, 2 * i, addr, VSOCK_HDR_SIZE, payload ? 1 : 0,
+				(uint16_t)(2 * i + 1));
+		fuzz_write_desc(tx, 2 * i + 1, addr + VSOCK_HDR_SIZE, (uint32_t)payload, 0, 0);
 		offer(tx, (uint16_t)(2 * i));
 	}
 }
@@ -290,30 +253,6 @@ static void drain_rx(struct harness *h, uint16_t *seen, struct request_seen *req
 							 le32toh(hdr.dst_port)};
 		offer(rx, (uint16_t)id);
 	}
-}
-
-static void bring_up(struct harness *h, uint32_t features)
-{
-	uint32_t base = VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER;
-
-	reg_write(h, VIRTIO_MMIO_STATUS, 0);
-	reg_write(h, VIRTIO_MMIO_STATUS, base);
-	reg_write(h, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	reg_write(h, VIRTIO_MMIO_DRIVER_FEATURES, features);
-	reg_write(h, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	reg_write(h, VIRTIO_MMIO_DRIVER_FEATURES, 1); /* VERSION_1 */
-	reg_write(h, VIRTIO_MMIO_STATUS, base | VIRTIO_STATUS_FEATURES_OK);
-	for (uint32_t q = 0; q < 3; q++) {
-		uint32_t addr = (uint32_t)RING_BASE + q * 0x3000;
-		reg_write(h, VIRTIO_MMIO_QUEUE_SEL, q);
-		reg_write(h, VIRTIO_MMIO_QUEUE_NUM, QUEUE_SIZE);
-		reg_write(h, VIRTIO_MMIO_QUEUE_DESC_LOW, addr);
-		reg_write(h, VIRTIO_MMIO_QUEUE_DRIVER_LOW, addr + 0x1000);
-		reg_write(h, VIRTIO_MMIO_QUEUE_DEVICE_LOW, addr + 0x2000);
-		reg_write(h, VIRTIO_MMIO_QUEUE_READY, 1);
-	}
-	reg_write(h, VIRTIO_MMIO_STATUS,
-		  base | VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DRIVER_OK);
 }
 
 static void run_device(struct harness *h, int rounds)
@@ -353,7 +292,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += sizeof(head);
 	size -= sizeof(head);
 	uint32_t offered = VIRTIO_FEATURE_INDIRECT_DESC | VIRTIO_FEATURE_EVENT_IDX;
-	bring_up(h, head.mode & MODE_RAW_FEATURES ? head.features : head.features & offered);
+	fuzz_mmio_bring_up(&h->mmio,
+			   head.mode & MODE_RAW_FEATURES ? head.features : head.features & offered,
+			   RING_BASE, 0x3000, 3);
 	lay_out_rx_and_events(h, &head);
 	if (head.mode & MODE_RAW)
 		lay_out_raw_tx(h, data, size);
@@ -361,11 +302,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		offer_packets(h, head.mode, data, size, &used, 0, PACKETS / 2, &request);
 
 	/* The guest's first packets, and a host client asking for a guest port. */
-	reg_write(h, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
 	int client = host_client(h, &head);
 	run_device(h, 8);
 	drain_rx(h, &rx_seen, &request);
-	reg_write(h, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 
 	/* The host program answers guest connections to its port; it hangs up later. */
 	int accepted[MAX_ACCEPTED];
@@ -380,14 +321,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!(head.mode & MODE_RAW)) {
 		offer_packets(h, head.mode, data, size, &used, PACKETS / 2, PACKETS / 2, &request);
-		reg_write(h, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+		fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
 	}
 	if (client >= 0)
 		(void)send(client, head.host_reply, sizeof(head.host_reply),
 			   MSG_NOSIGNAL | MSG_DONTWAIT);
 	run_device(h, 8);
 	drain_rx(h, &rx_seen, &request);
-	reg_write(h, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	if (head.mode & MODE_TRANSPORT_RESET)
 		virtio_vsock_transport_reset(h->vsock);
 	if (client >= 0)
@@ -401,6 +342,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)event_loop_run_once(&h->loop, 1); /* timeouts may fire */
 	run_device(h, 8);
 	drain_rx(h, &rx_seen, &request);
-	reg_write(h, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	return 0;
 }

@@ -19,35 +19,6 @@
 
 #include "blk_driver.h"
 
-static void fake_signal_used(void *transport, uint16_t q)
-{
-	(void)q;
-	((struct fake_transport *)transport)->interrupts++;
-}
-
-static void fake_signal_config(void *transport)
-{
-	(void)transport;
-}
-
-static void fake_needs_reset(void *transport)
-{
-	((struct fake_transport *)transport)->needs_reset++;
-}
-
-static const struct vdev_transport_ops fake_transport_ops = {
-    .signal_used = fake_signal_used,
-    .signal_config = fake_signal_config,
-    .needs_reset = fake_needs_reset,
-};
-
-static void capture_log(void *opaque, enum mote_log_level level, const char *message)
-{
-	struct fixture *f = opaque;
-	(void)level;
-	snprintf(f->log_text, sizeof(f->log_text), "%s", message);
-}
-
 uint8_t pattern(uint64_t offset)
 {
 	return (uint8_t)(offset * 31 + (offset >> 9));
@@ -168,8 +139,7 @@ int open_disk(struct fixture *f, const char *path, bool read_only, const char *i
 
 void activate(struct fixture *f, struct vdev *dev, bool event_idx)
 {
-	dev->transport_ops = &fake_transport_ops;
-	dev->transport = &f->transport;
+	fake_transport_attach(dev, &f->transport);
 	dev->driver_features = dev->ops->features(dev);
 	assert_int_equal(virtq_configure(&dev->queues[0], &f->mem, QSIZE, DESC_ADDR, AVAIL_ADDR,
 					 USED_ADDR, event_idx),
@@ -218,7 +188,7 @@ int blk_driver_setup(void **state)
 
 	if (!f || guest_memory_create(&f->mem, RAM_SIZE, NULL) != 0)
 		return -1;
-	f->log = (struct mote_log){.fn = capture_log, .opaque = f};
+	f->log = fake_log(&f->log_text);
 	f->next_buf = HEAP_ADDR;
 	snprintf(f->path, sizeof(f->path), "/tmp/mote-blk-XXXXXX");
 	int fd = mkstemp(f->path);

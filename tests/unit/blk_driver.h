@@ -21,6 +21,7 @@
 #include <linux/virtio_blk.h>
 #include <linux/virtio_ring.h>
 
+#include "fake_transport.h"
 #include "virtio/blk.h"
 #include "vmm/event_loop.h"
 #include "vmm/guest_memory.h"
@@ -36,12 +37,7 @@
 #define SECTOR 512
 #define IMAGE_SECTORS 2048 /* 1 MiB */
 #define NO_ID NULL
-
-/* What the device told its transport. */
-struct fake_transport {
-	int interrupts;	 /* signal_used calls */
-	int needs_reset; /* needs_reset calls */
-};
+#define BLK_QUEUE 0 /* the disk's one queue, as the transport counts its interrupts */
 
 /* One test's world: the guest, the event loop, the disk on the image at path, and the
  * driver's own state (next free descriptor, next free guest buffer). */
@@ -52,7 +48,7 @@ struct fixture {
 	struct vdev *dev;
 	struct fake_transport transport;
 	struct mote_log log;
-	char log_text[512]; /* the last message the device logged */
+	char log_text[FAKE_LOG_TEXT]; /* the last message the device logged */
 	char path[64];
 	uint16_t next_desc;
 	uint64_t next_buf;

@@ -10,22 +10,14 @@
 
 #include <cmocka.h>
 
-#include "vmm/cli_options.h"
+#include "cli_test_parse.h"
 
+/* Parses "mote run --kernel k" and args. */
 static int parse(struct cli_options *opts, char *error, const char *const *args)
 {
-	char *argv[32];
-	int argc = 0;
+	static const char *const run[] = {"run", "--kernel", "k", NULL};
 
-	argv[argc++] = "mote";
-	argv[argc++] = "run";
-	argv[argc++] = "--kernel";
-	argv[argc++] = "k";
-	for (; *args; args++)
-		argv[argc++] = (char *)*args;
-	argv[argc] = NULL;
-	cli_options_init(opts);
-	return cli_options_parse(opts, argc, argv, error, CLI_ERROR_MAX);
+	return cli_test_parse(opts, error, run, args);
 }
 
 /* Parses one option that must be refused, with a reason naming what is wrong. */
@@ -141,13 +133,10 @@ static void bad_config_network_interfaces_are_refused(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct cli_options o;
-		char error[CLI_ERROR_MAX] = "";
-		cli_options_init(&o);
-		if (config_file_apply(&o, cases[i], error, sizeof(error)) != -EINVAL)
-			fail_msg("accepted: %s", cases[i]);
+		char error[CLI_ERROR_MAX];
+
+		assert_config_refused(cases[i], error);
 		assert_non_null(strstr(error, "config: "));
-		cli_options_free(&o);
 	}
 }
 

@@ -12,22 +12,15 @@
 
 #include <cmocka.h>
 
-#include "vmm/cli_options.h"
+#include "cli_test_parse.h"
 #include "vmm/size_parse.h"
 
 #define MIB (1024ULL * 1024ULL)
 
+/* Parses "mote" and args. */
 static int parse(struct cli_options *opts, char *error, const char *const *args)
 {
-	char *argv[32];
-	int argc = 0;
-
-	argv[argc++] = "mote";
-	for (; *args; args++)
-		argv[argc++] = (char *)*args;
-	argv[argc] = NULL;
-	cli_options_init(opts);
-	return cli_options_parse(opts, argc, argv, error, CLI_ERROR_MAX);
+	return cli_test_parse(opts, error, args, NULL);
 }
 
 static void run_flags_fill_every_setting(void **state)
@@ -183,14 +176,10 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct cli_options o;
-		char error[CLI_ERROR_MAX] = "";
+		char error[CLI_ERROR_MAX];
 
-		cli_options_init(&o);
-		if (config_file_apply(&o, cases[i], error, sizeof(error)) != -EINVAL)
-			fail_msg("accepted: %s", cases[i]);
+		assert_config_refused(cases[i], error);
 		assert_true(strncmp(error, "config: ", 8) == 0);
-		cli_options_free(&o);
 	}
 }
 

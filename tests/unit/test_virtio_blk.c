@@ -30,7 +30,7 @@ static void read_returns_file_contents(void **state)
 	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
 	assert_int_equal(used_len_of(f, r), 4 * SECTOR + 1);
 	assert_pattern(guest(f, r.data, 4 * SECTOR), 10 * SECTOR, 4 * SECTOR);
-	assert_int_equal(f->transport.interrupts, 1);
+	assert_int_equal(f->transport.interrupts[BLK_QUEUE], 1);
 }
 
 static void write_lands_in_the_file(void **state)
@@ -303,8 +303,8 @@ static void thirty_two_requests_in_flight_all_complete(void **state)
 		assert_int_equal(used_len_of(f, r[i]), 8 * SECTOR + 1);
 		assert_pattern(guest(f, r[i].data, 8 * SECTOR), 8 * i * SECTOR, 8 * SECTOR);
 	}
-	assert_true(f->transport.interrupts >= 1);
-	assert_true(f->transport.interrupts <= 32);
+	assert_true(f->transport.interrupts[BLK_QUEUE] >= 1);
+	assert_true(f->transport.interrupts[BLK_QUEUE] <= 32);
 }
 
 static void event_idx_avail_event_follows_the_last_chain_taken(void **state)
@@ -319,7 +319,7 @@ static void event_idx_avail_event_follows_the_last_chain_taken(void **state)
 		request(f, VIRTIO_BLK_T_IN, i, SECTOR);
 	kick_and_wait(f, 3);
 	assert_int_equal(*avail_event, 3);
-	assert_true(f->transport.interrupts >= 1);
+	assert_true(f->transport.interrupts[BLK_QUEUE] >= 1);
 }
 
 static void config_space_reads_capacity_seg_max_and_limits(void **state)

@@ -160,7 +160,7 @@ static void reset_with_requests_in_flight_waits_for_them_and_does_not_push(void 
 	}
 	assert_true(event_loop_run_once(&f->loop, 50) >= 0);
 	assert_int_equal(used(f)->idx, 0);
-	assert_int_equal(f->transport.interrupts, 0);
+	assert_int_equal(f->transport.interrupts[BLK_QUEUE], 0);
 	assert_false(f->dev->queues[0].ready);
 }
 

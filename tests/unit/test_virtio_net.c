@@ -22,6 +22,7 @@
 #include <linux/virtio_net.h>
 #include <linux/virtio_ring.h>
 
+#include "fake_transport.h"
 #include "virtio/net.h"
 #include "virtio/net_tap.h"
 #include "vmm/event_loop.h"
@@ -47,11 +48,6 @@ static const struct queue_layout layouts[2] = {
     {0x14000, 0x15000, 0x16000},
 };
 
-struct fake_transport {
-	int interrupts[2];
-	int needs_reset;
-};
-
 struct fixture {
 	struct guest_memory mem;
 	struct event_loop loop;
@@ -59,7 +55,7 @@ struct fixture {
 	struct vdev *dev;
 	struct fake_transport transport;
 	struct mote_log log;
-	char log_text[512];
+	char log_text[FAKE_LOG_TEXT];
 	int fd;	  /* the device's end of the pair */
 	int peer; /* the host network's end */
 	uint16_t next_desc[2];
@@ -82,34 +78,6 @@ static int record_offloads(int tap_fd, uint64_t driver_features)
 	(void)tap_fd;
 	offloads_set = (int64_t)driver_features;
 	return offloads_error;
-}
-
-static void fake_signal_used(void *transport, uint16_t q)
-{
-	((struct fake_transport *)transport)->interrupts[q]++;
-}
-
-static void fake_signal_config(void *transport)
-{
-	(void)transport;
-}
-
-static void fake_needs_reset(void *transport)
-{
-	((struct fake_transport *)transport)->needs_reset++;
-}
-
-static const struct vdev_transport_ops fake_transport_ops = {
-    .signal_used = fake_signal_used,
-    .signal_config = fake_signal_config,
-    .needs_reset = fake_needs_reset,
-};
-
-static void capture_log(void *opaque, enum mote_log_level level, const char *message)
-{
-	struct fixture *f = opaque;
-	(void)level;
-	snprintf(f->log_text, sizeof(f->log_text), "%s", message);
 }
 
 static void *guest(struct fixture *f, uint64_t addr, uint64_t len)
@@ -155,8 +123,7 @@ static void activate(struct fixture *f, uint64_t features, bool event_idx)
 		memset(guest(f, layouts[q].used, 0x1000), 0, 0x1000);
 		f->next_desc[q] = 0;
 	}
-	dev->transport_ops = &fake_transport_ops;
-	dev->transport = &f->transport;
+	fake_transport_attach(dev, &f->transport);
 	dev->driver_features = dev->ops->features(dev) & features;
 	for (int q = 0; q < 2; q++)
 		assert_int_equal(virtq_configure(&dev->queues[q], &f->mem, QSIZE, layouts[q].desc,
@@ -207,7 +174,7 @@ static int setup_inactive(void **state)
 		return -1;
 	f->fd = sv[0];
 	f->peer = sv[1];
-	f->log = (struct mote_log){.fn = capture_log, .opaque = f};
+	f->log = fake_log(&f->log_text);
 	f->next_buf = HEAP_ADDR;
 	offloads_set = -1;
 	offloads_error = 0;

@@ -23,6 +23,7 @@
 
 #include <linux/virtio_ring.h>
 
+#include "fake_transport.h"
 #include "virtio/vsock.h"
 #include "virtio/vsock_packet.h"
 #include "vmm/event_loop.h"
@@ -48,11 +49,6 @@
 #define DEVICE_BUF_ALLOC (256u * 1024u)
 #define MAX_LISTENERS 8
 
-struct fake_transport {
-	int interrupts[3];
-	int needs_reset;
-};
-
 struct vsock_fixture {
 	struct guest_memory mem;
 	struct event_loop loop;
@@ -60,7 +56,7 @@ struct vsock_fixture {
 	struct vdev *dev;
 	struct fake_transport transport;
 	struct mote_log log;
-	char log_text[512];
+	char log_text[FAKE_LOG_TEXT];
 	char dir[64];
 	char uds_path[128];
 	char listeners[MAX_LISTENERS][160];
@@ -85,34 +81,6 @@ struct gconn {
 	uint32_t peer_buf_alloc;
 	uint32_t peer_fwd_cnt;
 };
-
-static inline void fake_signal_used(void *transport, uint16_t q)
-{
-	((struct fake_transport *)transport)->interrupts[q]++;
-}
-
-static inline void fake_signal_config(void *transport)
-{
-	(void)transport;
-}
-
-static inline void fake_needs_reset(void *transport)
-{
-	((struct fake_transport *)transport)->needs_reset++;
-}
-
-static const struct vdev_transport_ops fake_transport_ops = {
-    .signal_used = fake_signal_used,
-    .signal_config = fake_signal_config,
-    .needs_reset = fake_needs_reset,
-};
-
-static inline void capture_log(void *opaque, enum mote_log_level level, const char *message)
-{
-	struct vsock_fixture *f = opaque;
-	(void)level;
-	snprintf(f->log_text, sizeof(f->log_text), "%s", message);
-}
 
 static inline void *guest(struct vsock_fixture *f, uint64_t addr, uint64_t len)
 {
@@ -194,8 +162,7 @@ static inline void activate_with(struct vsock_fixture *f, bool with_buffers, boo
 {
 	struct vdev *dev = f->dev;
 
-	dev->transport_ops = &fake_transport_ops;
-	dev->transport = &f->transport;
+	fake_transport_attach(dev, &f->transport);
 	dev->driver_features = dev->ops->features(dev) | VIRTIO_FEATURE_VERSION_1;
 	if (!event_idx)
 		dev->driver_features &= ~VIRTIO_FEATURE_EVENT_IDX;
@@ -246,7 +213,7 @@ static inline int vsock_setup(void **state)
 
 	if (!f || guest_memory_create(&f->mem, 16ULL << 20, NULL) != 0)
 		return -1;
-	f->log = (struct mote_log){.fn = capture_log, .opaque = f};
+	f->log = fake_log(&f->log_text);
 	snprintf(f->dir, sizeof(f->dir), "/tmp/mote-vsock-XXXXXX");
 	if (!mkdtemp(f->dir) || event_loop_init(&f->loop) != 0)
 		return -1;
