@@ -26,13 +26,14 @@ host_send_to_guest() {
 printf 'CONNECT %s\\n' "$port"
 read -r ok rest
 [ "\$ok" = OK ] || exit 1
-exec "$MOTE_PATTERN" write - 0 $size $seed 2>/dev/null
+"$MOTE_PATTERN" write - 0 $size $seed 2>/dev/null && : >"$script.sent"
 SCRIPT
 	chmod +x "$script"
+	rm -f "$script.sent"
+	# socat's own status does not say how the script ended: the marker file does.
 	for _ in $(seq 1 600); do
-		if [ -S "$uds" ] && socat -t 120 "UNIX-CONNECT:$uds" EXEC:"$script" 2>/dev/null; then
-			return 0
-		fi
+		[ -S "$uds" ] && socat -t 120 "UNIX-CONNECT:$uds" EXEC:"$script" 2>/dev/null
+		[ -e "$script.sent" ] && return 0
 		sleep 0.5
 	done
 	return 1
