@@ -90,7 +90,7 @@ static void destroy_removes_the_socket(void **state)
 static void host_connect_asks_the_guest_and_its_response_acks_ok_with_the_port(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	char ack[32];
 	int fd = host_client(f);
 
@@ -134,7 +134,7 @@ static void host_connects_get_distinct_local_ports(void **state)
 static void guest_rst_to_a_host_connect_closes_the_client(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = host_client(f);
 
 	host_write(fd, "CONNECT 99\n", 11);
@@ -150,7 +150,7 @@ static void guest_rst_to_a_host_connect_closes_the_client(void **state)
 static void guest_that_never_answers_gets_rst_and_the_client_is_closed(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = host_client(f);
 
 	host_write(fd, "CONNECT 7\n", 10);
@@ -164,7 +164,7 @@ static void guest_that_never_answers_gets_rst_and_the_client_is_closed(void **st
 static void connect_line_in_pieces_is_accepted(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = host_client(f);
 
 	host_write(fd, "conn", 4);
@@ -182,7 +182,7 @@ static void connect_line_in_pieces_is_accepted(void **state)
 static void bytes_after_the_connect_line_reach_the_guest_after_the_response(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	struct gconn c;
 	char data[16], ack[32];
 	int fd = host_client(f);
@@ -262,7 +262,7 @@ static void client_that_sends_no_line_is_closed_after_the_timeout(void **state)
 static void client_leaving_before_the_response_withdraws_the_request(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = host_client(f);
 
 	host_write(fd, "CONNECT 44\n", 11);
@@ -276,7 +276,7 @@ static void guest_connect_without_listener_is_reset_at_once(void **state)
 {
 	struct vsock_fixture *f = *state;
 	struct vsock_pkt request = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_REQUEST);
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 
 	send_pkt(f, &request, NULL, 0);
 	/* Without running the event loop: the answer came with the kick. */
@@ -293,7 +293,7 @@ static void guest_connect_to_a_listener_gets_response_and_carries_data(void **st
 	struct vsock_fixture *f = *state;
 	int listener = host_listen(f, 8000);
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	char buf[16];
 
 	int fd = connect_from_guest(f, listener, 8000, 1000, &c);
@@ -337,7 +337,7 @@ static void hundred_connections_at_once_carry_their_own_bytes(void **state)
 	}
 	/* The replies come in any order: each is matched to its connection by port. */
 	for (int got = 0; got < MANY; got++) {
-		struct vsock_pkt pkt;
+		struct vsock_pkt pkt = {0};
 		recv_pkt(f, &pkt, buf);
 		int i = 0;
 		while (i < MANY &&
@@ -421,7 +421,7 @@ static void transport_reset_drops_connections_and_sends_the_event(void **state)
 static void listener_and_pending_clients_survive_transport_reset(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	struct gconn c;
 	int pending = host_client(f);
 

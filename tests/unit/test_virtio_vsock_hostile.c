@@ -34,7 +34,7 @@ static void request_to_another_cid_is_answered_with_rst_in_its_name(void **state
 	struct vsock_fixture *f = *state;
 	int listener = host_listen(f, 8000);
 	struct vsock_pkt request = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_REQUEST);
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 
 	request.dst_cid = 7;
 	send_pkt(f, &request, NULL, 0);
@@ -264,7 +264,7 @@ static void second_request_for_a_live_connection_resets_it(void **state)
 static void data_before_the_response_resets_the_connection(void **state)
 {
 	struct vsock_fixture *f = *state;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = host_client(f);
 
 	host_write(fd, "CONNECT 52\n", 11);
@@ -296,7 +296,7 @@ static void guest_overrunning_the_credit_is_reset(void **state)
 	static uint8_t data[VSOCK_MAX_PAYLOAD];
 	int listener = host_listen(f, 8000);
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	int fd = connect_from_guest(f, listener, 8000, 1000, &c);
 	bool reset = false;
 
@@ -334,7 +334,7 @@ static void forged_fwd_cnt_gives_no_extra_credit(void **state)
 	struct vsock_fixture *f = *state;
 	int listener = host_listen(f, 8000);
 	struct vsock_pkt request = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_REQUEST);
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	uint8_t data[8192] = {0};
 
 	/* A guest claiming to have consumed bytes it was never sent. */

@@ -11,7 +11,7 @@ static void host_bytes_reach_the_guest_in_order(void **state)
 {
 	struct vsock_fixture *f = *state;
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	uint8_t out[10000], in[10000];
 	size_t got = 0;
 	int fd = connect_from_host(f, 52, &c);
@@ -73,7 +73,7 @@ static void host_transfer_beyond_the_guest_credit_waits_for_credit_updates(void 
 	gc_send(f, &c, VIRTIO_VSOCK_OP_CREDIT_UPDATE, 0, NULL, 0);
 	fill_pattern(out, 0, BIG, 3);
 	for (int idle = 0; got < BIG; idle++) {
-		struct vsock_pkt pkt;
+		struct vsock_pkt pkt = {0};
 
 		assert_true(idle < MAX_IDLE_ROUNDS);
 		if (written < BIG) {
@@ -111,7 +111,7 @@ static void device_asks_for_credit_when_the_guest_has_none(void **state)
 	struct vsock_fixture *f = *state;
 	int listener = host_listen(f, 8000);
 	struct gconn c = {.guest_port = 1000, .host_port = 8000, .buf_alloc = 3000};
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	uint8_t out[10000], in[10000];
 
 	gc_send(f, &c, VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
@@ -152,7 +152,7 @@ static void guest_transfer_beyond_the_device_credit_follows_credit_updates(void 
 
 	fill_pattern(out, 0, BIG, 5);
 	for (int idle = 0; got < BIG; idle++) {
-		struct vsock_pkt pkt;
+		struct vsock_pkt pkt = {0};
 
 		assert_true(idle < MAX_IDLE_ROUNDS);
 		uint32_t room = gc_peer_free(&c);
@@ -198,7 +198,7 @@ static void rx_buffers_are_used_in_order_and_none_is_swallowed(void **state)
 {
 	struct vsock_fixture *f = *state;
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	uint8_t out[RX_DATA], in[RX_DATA];
 	int fd = connect_from_host(f, 52, &c);
 	uint16_t last = f->rx_last_id;
@@ -261,7 +261,7 @@ static void host_shutdown_write_becomes_shutdown_send_after_the_data(void **stat
 {
 	struct vsock_fixture *f = *state;
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	char buf[16];
 	int fd = connect_from_host(f, 52, &c);
 
@@ -287,7 +287,7 @@ static void guest_shutdown_send_gives_the_host_eof_and_the_host_still_sends(void
 	struct vsock_fixture *f = *state;
 	int listener = host_listen(f, 8000);
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	char buf[16];
 	int fd = connect_from_guest(f, listener, 8000, 1000, &c);
 
@@ -352,7 +352,7 @@ static void guest_close_delivers_what_the_host_has_not_read_yet(void **state)
 	/* The host reads nothing: the socket fills, then the device's buffer. */
 	fill_pattern(out, 0, BIG, 7);
 	for (uint32_t room; (room = gc_peer_free(&c)) > 0;) {
-		struct vsock_pkt pkt;
+		struct vsock_pkt pkt = {0};
 		uint32_t len = room < 16384 ? room : 16384;
 		gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, out + c.tx_cnt, len);
 		while (recv_pkt_within(f, &pkt, NULL, 0))
@@ -364,7 +364,7 @@ static void guest_close_delivers_what_the_host_has_not_read_yet(void **state)
 	host_read(f, fd, in, total);
 	assert_memory_equal(in, out, total);
 	/* Credit updates for what the host took, then the RST that ends the close. */
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	do
 		gc_recv(f, &c, &pkt, NULL);
 	while (pkt.op == VIRTIO_VSOCK_OP_CREDIT_UPDATE);
@@ -380,7 +380,7 @@ static void host_close_delivers_its_last_bytes_then_shutdown_both(void **state)
 {
 	struct vsock_fixture *f = *state;
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	uint8_t out[10000], in[10000];
 	size_t got = 0;
 	int fd = connect_from_host(f, 52, &c);
@@ -403,7 +403,7 @@ static void host_close_waits_for_guest_credit_to_deliver_the_rest(void **state)
 {
 	struct vsock_fixture *f = *state;
 	struct gconn c;
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 	static uint8_t out[100000], in[100000];
 	size_t got = 0;
 	int fd = connect_from_host(f, 52, &c);

@@ -356,7 +356,7 @@ static inline void release_rx(struct vsock_fixture *f)
 /* Asserts the device has nothing for the guest, after letting it run for a while. */
 static inline void assert_no_pkt(struct vsock_fixture *f, int wait_ms)
 {
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 
 	if (recv_pkt_within(f, &pkt, NULL, wait_ms))
 		fail_msg("unexpected packet op %u from port %u to %u", pkt.op, pkt.src_port,
@@ -366,7 +366,7 @@ static inline void assert_no_pkt(struct vsock_fixture *f, int wait_ms)
 /* An RST from the host to guest_port, and nothing else, is what the device sent. */
 static inline void expect_rst(struct vsock_fixture *f, uint32_t guest_port, uint32_t host_port)
 {
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 
 	recv_pkt(f, &pkt, NULL);
 	assert_int_equal(pkt.op, VIRTIO_VSOCK_OP_RST);
@@ -426,7 +426,7 @@ static inline void gc_recv(struct vsock_fixture *f, struct gconn *c, struct vsoc
 
 static inline void gc_expect(struct vsock_fixture *f, struct gconn *c, uint16_t op, uint32_t flags)
 {
-	struct vsock_pkt pkt;
+	struct vsock_pkt pkt = {0};
 
 	gc_recv(f, c, &pkt, NULL);
 	assert_int_equal(pkt.op, op);
