@@ -115,6 +115,9 @@ static int add_segment(const struct virtq *q, struct virtq_chain *chain, const s
 	if (!host || chain->count == VIRTQ_MAX_SEGMENTS)
 		return -EIO;
 	chain->seg[chain->count++] = (struct virtq_segment){host, d->len, writable};
+	/* The device may write all of it: diff snapshots must include these pages. */
+	if (writable)
+		guest_memory_mark_dirty(q->mem, d->addr, d->len);
 	if (!writable)
 		chain->readable_count = chain->count;
 	return 0;
@@ -210,6 +213,7 @@ int virtq_push_batch(struct virtq *q, const struct virtq_used_buf *bufs, unsigne
 	struct vring_used *used = used_ring(q);
 	if (!used)
 		return -EIO;
+	guest_memory_mark_dirty(q->mem, q->used_addr, used_ring_bytes(q->size));
 
 	for (unsigned i = 0; i < n; i++) {
 		vring_used_elem_t *elem = &used->ring[(uint16_t)(q->used_idx + i) & (q->size - 1)];
@@ -260,6 +264,7 @@ void virtq_set_avail_event(struct virtq *q)
 		return;
 	/* avail_event follows the size used elements. */
 	uint16_t *avail_event = (uint16_t *)&used->ring[q->size];
+	guest_memory_mark_dirty(q->mem, q->used_addr, used_ring_bytes(q->size));
 	__atomic_store_n(avail_event, htole16(q->last_avail_idx), __ATOMIC_RELAXED);
 	/* Order the store before the caller's next read of avail->idx. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);

@@ -1,8 +1,10 @@
 #include "guest_memory.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../boot/layout.h"
@@ -22,12 +24,17 @@ static void guest_memory_add_region(struct guest_memory *mem, uint64_t guest_add
 	r->host = mem->base + file_offset;
 }
 
-int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log)
+static void guest_memory_add_regions(struct guest_memory *mem)
 {
-	uint64_t low;
+	uint64_t low = mem->size < LAYOUT_MMIO_GAP_START ? mem->size : LAYOUT_MMIO_GAP_START;
 
-	memset(mem, 0, sizeof(*mem));
-	mem->memfd = -1;
+	guest_memory_add_region(mem, 0, low, 0);
+	if (mem->size > low)
+		guest_memory_add_region(mem, LAYOUT_MMIO_GAP_END, mem->size - low, low);
+}
+
+static int guest_memory_check_size(uint64_t size, const struct mote_log *log)
+{
 	if (size < GUEST_MEMORY_MIN || size > GUEST_MEMORY_MAX || size % (2 * MIB)) {
 		log_error(log,
 			  "guest memory size %llu bytes: must be a multiple of 2 MiB from 16 MiB "
@@ -35,6 +42,17 @@ int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mo
 			  (unsigned long long)size);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log)
+{
+	memset(mem, 0, sizeof(*mem));
+	mem->memfd = -1;
+	mem->source_fd = -1;
+	int ret = guest_memory_check_size(size, log);
+	if (ret)
+		return ret;
 
 	mem->memfd = memfd_create("mote-guest-ram", MFD_CLOEXEC);
 	if (mem->memfd < 0) {
@@ -67,11 +85,42 @@ int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mo
 	 * elsewhere it is a no-op, so failure is not an error. */
 	madvise(mem->base, size, MADV_HUGEPAGE);
 	mem->size = size;
+	guest_memory_add_regions(mem);
+	return 0;
+}
 
-	low = size < LAYOUT_MMIO_GAP_START ? size : LAYOUT_MMIO_GAP_START;
-	guest_memory_add_region(mem, 0, low, 0);
-	if (size > low)
-		guest_memory_add_region(mem, LAYOUT_MMIO_GAP_END, size - low, low);
+int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int fd,
+				  const struct mote_log *log)
+{
+	struct stat st = {0};
+
+	memset(mem, 0, sizeof(*mem));
+	mem->memfd = -1;
+	mem->source_fd = fd;
+	int ret = guest_memory_check_size(size, log);
+	if (ret) {
+		guest_memory_destroy(mem);
+		return ret;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size) {
+		log_error(log, "memory file holds %lld bytes, the snapshot's guest has %llu",
+			  (long long)st.st_size, (unsigned long long)size);
+		guest_memory_destroy(mem);
+		return -EINVAL;
+	}
+	/* MAP_PRIVATE: copy-on-write, so the file stays as it is and every VM restored from
+	 * it shares its page-cache pages until it writes them. */
+	mem->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+	if (mem->base == MAP_FAILED) {
+		int err = -errno;
+		mem->base = NULL;
+		log_error(log, "mapping the memory file: %s", strerror(errno));
+		guest_memory_destroy(mem);
+		return err;
+	}
+	madvise(mem->base, size, MADV_DONTDUMP);
+	mem->size = size;
+	guest_memory_add_regions(mem);
 	return 0;
 }
 
@@ -81,8 +130,54 @@ void guest_memory_destroy(struct guest_memory *mem)
 		munmap(mem->base, mem->size);
 	if (mem->memfd >= 0)
 		close(mem->memfd);
+	if (mem->source_fd >= 0)
+		close(mem->source_fd);
+	free(mem->vmm_dirty);
 	memset(mem, 0, sizeof(*mem));
 	mem->memfd = -1;
+	mem->source_fd = -1;
+}
+
+static size_t guest_memory_bitmap_words(const struct guest_memory *mem)
+{
+	return (size_t)((mem->size / GUEST_PAGE_SIZE + 63) / 64);
+}
+
+int guest_memory_track_dirty(struct guest_memory *mem)
+{
+	if (mem->vmm_dirty)
+		return 0;
+	mem->vmm_dirty = calloc(guest_memory_bitmap_words(mem), sizeof(uint64_t));
+	return mem->vmm_dirty ? 0 : -ENOMEM;
+}
+
+uint64_t guest_memory_file_offset(const struct guest_memory *mem, uint64_t guest_addr)
+{
+	for (unsigned i = 0; i < mem->region_count; i++) {
+		const struct guest_memory_region *r = &mem->regions[i];
+		if (guest_addr >= r->guest_addr && guest_addr - r->guest_addr < r->size)
+			return r->file_offset + (guest_addr - r->guest_addr);
+	}
+	return 0;
+}
+
+void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)
+{
+	if (!mem->vmm_dirty || !len || !guest_memory_ptr(mem, guest_addr, len))
+		return;
+	uint64_t first = guest_memory_file_offset(mem, guest_addr) / GUEST_PAGE_SIZE;
+	uint64_t last = (guest_memory_file_offset(mem, guest_addr) + len - 1) / GUEST_PAGE_SIZE;
+	for (uint64_t page = first; page <= last; page++)
+		__atomic_fetch_or(&mem->vmm_dirty[page / 64], 1ULL << (page % 64),
+				  __ATOMIC_RELAXED);
+}
+
+void guest_memory_collect_dirty(struct guest_memory *mem, uint64_t *bitmap)
+{
+	if (!mem->vmm_dirty)
+		return;
+	for (size_t i = 0; i < guest_memory_bitmap_words(mem); i++)
+		bitmap[i] |= __atomic_exchange_n(&mem->vmm_dirty[i], 0, __ATOMIC_RELAXED);
 }
 
 void *guest_memory_ptr(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)
@@ -109,6 +204,7 @@ int guest_memory_write(const struct guest_memory *mem, uint64_t guest_addr, cons
 	if (!dst)
 		return -EFAULT;
 	memcpy(dst, src, len);
+	guest_memory_mark_dirty(mem, guest_addr, len);
 	return 0;
 }
 

@@ -18,19 +18,46 @@ struct guest_memory_region {
 	uint64_t file_offset;
 };
 
+#define GUEST_PAGE_SIZE 4096u
+
 struct guest_memory {
-	int memfd;
+	int memfd;     /* -1 for memory restored from a file */
+	int source_fd; /* the memory file mapped MAP_PRIVATE, or -1 */
 	uint8_t *base; /* whole mapping, size bytes */
 	uint64_t size; /* total RAM in bytes */
 	unsigned region_count;
 	struct guest_memory_region regions[GUEST_MEMORY_MAX_REGIONS];
+	/* Pages the monitor wrote (device buffers, rings, boot tables), one bit per 4 KiB
+	 * page of the memory file's layout, when dirty tracking is on (else NULL). KVM's
+	 * dirty log sees only the guest's own writes; diff snapshots need both. */
+	uint64_t *vmm_dirty;
 };
 
 /* Creates size bytes of guest RAM (a multiple of 2 MiB, at least 16 MiB), laid out
  * around the MMIO gap [MMIO_GAP_START, 4 GiB). Returns 0 or a negative errno. */
 int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log);
 
+/* The same layout, mapped MAP_PRIVATE from a memory file of exactly size bytes
+ * (snapshot restore): pages load lazily, writes stay in this process, the file is never
+ * modified. Takes ownership of fd. -EINVAL when the file's size is not size. */
+int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int fd,
+				  const struct mote_log *log);
+
 void guest_memory_destroy(struct guest_memory *mem);
+
+/* Starts recording the monitor's own writes (guest_memory_mark_dirty). -ENOMEM. */
+int guest_memory_track_dirty(struct guest_memory *mem);
+
+/* Records that the monitor wrote [guest_addr, guest_addr + len); any thread. A no-op
+ * without tracking or for a range outside RAM. */
+void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len);
+
+/* Moves the monitor-written bits into bitmap (OR, one bit per page of the file
+ * layout, size / GUEST_PAGE_SIZE bits) and clears them. */
+void guest_memory_collect_dirty(struct guest_memory *mem, uint64_t *bitmap);
+
+/* The memory file offset of a guest address known to be RAM. */
+uint64_t guest_memory_file_offset(const struct guest_memory *mem, uint64_t guest_addr);
 
 /* Host pointer for [guest_addr, guest_addr + len) when that whole range lies in one
  * RAM region; NULL on overflow, on a range outside RAM or one that spans a hole. */

@@ -494,6 +494,7 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	vm->kvm.fd = -1;
 	vm->vm_fd = -1;
 	vm->mem.memfd = -1;
+	vm->mem.source_fd = -1;
 	vm->console_in_fd = -1;
 	vm->console_out_fd = -1;
 	vm->console_stop_fd = -1;

@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "boot/layout.h"
 #include "vmm/guest_memory.h"
@@ -76,6 +79,77 @@ static void bad_sizes_are_refused(void **state)
 	assert_int_equal(guest_memory_create(&mem, 2048 * GIB, NULL), -EINVAL);
 }
 
+static void monitor_writes_are_recorded_per_page_when_tracking(void **state)
+{
+	struct guest_memory mem;
+	uint64_t *bitmap;
+	const char byte = 1;
+	(void)state;
+	assert_int_equal(guest_memory_create(&mem, 4 * GIB + 64 * MIB, NULL), 0);
+	/* Without tracking nothing is recorded. */
+	assert_int_equal(guest_memory_write(&mem, 0, &byte, 1), 0);
+	assert_null(mem.vmm_dirty);
+	assert_int_equal(guest_memory_track_dirty(&mem), 0);
+	bitmap = calloc((mem.size / GUEST_PAGE_SIZE + 63) / 64, sizeof(uint64_t));
+	assert_non_null(bitmap);
+	/* Two bytes across a page boundary dirty both pages; above 4 GiB the page counts
+	 * in the memory file's layout (right after the low region). */
+	guest_memory_mark_dirty(&mem, 2 * GUEST_PAGE_SIZE - 1, 2);
+	assert_int_equal(guest_memory_write(&mem, 4 * GIB, &byte, 1), 0);
+	/* Outside RAM: ignored, no out-of-bounds bit. */
+	guest_memory_mark_dirty(&mem, LAYOUT_MMIO_GAP_START, 8);
+	guest_memory_collect_dirty(&mem, bitmap);
+	uint64_t high_page = LAYOUT_MMIO_GAP_START / GUEST_PAGE_SIZE;
+	unsigned set = 0;
+	for (uint64_t page = 0; page < mem.size / GUEST_PAGE_SIZE; page++)
+		set += (bitmap[page / 64] >> (page % 64)) & 1;
+	assert_int_equal(set, 3);
+	assert_true(bitmap[0] & (1ULL << 1));
+	assert_true(bitmap[0] & (1ULL << 2));
+	assert_true(bitmap[high_page / 64] & (1ULL << (high_page % 64)));
+	/* Collecting clears. */
+	memset(bitmap, 0, (mem.size / GUEST_PAGE_SIZE + 63) / 64 * sizeof(uint64_t));
+	guest_memory_collect_dirty(&mem, bitmap);
+	assert_int_equal(bitmap[0], 0);
+	free(bitmap);
+	guest_memory_destroy(&mem);
+}
+
+static int memory_file(uint64_t size)
+{
+	char path[] = "/tmp/mote-memfile-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	return fd;
+}
+
+static void memory_from_a_file_is_private_and_leaves_the_file_unchanged(void **state)
+{
+	struct guest_memory mem;
+	char seen[5] = {0};
+	(void)state;
+	int fd = memory_file(32 * MIB);
+	assert_int_equal(pwrite(fd, "snap", 4, 8192), 4);
+	assert_int_equal(guest_memory_create_from_file(&mem, 32 * MIB, fd, NULL), 0);
+	memcpy(seen, guest_memory_ptr(&mem, 8192, 4), 4);
+	assert_string_equal(seen, "snap");
+	assert_int_equal(guest_memory_write(&mem, 8192, "MOTE", 4), 0);
+	assert_int_equal(pread(fd, seen, 4, 8192), 4);
+	assert_string_equal(seen, "snap");
+	guest_memory_destroy(&mem); /* closes fd */
+}
+
+static void memory_file_of_another_size_is_refused(void **state)
+{
+	struct guest_memory mem;
+	(void)state;
+	int fd = memory_file(32 * MIB - 4096);
+	assert_int_equal(guest_memory_create_from_file(&mem, 32 * MIB, fd, NULL), -EINVAL);
+	assert_null(mem.base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -84,6 +158,9 @@ int main(void)
 	    cmocka_unit_test(writes_land_where_reads_find_them),
 	    cmocka_unit_test(wrapping_ranges_are_refused),
 	    cmocka_unit_test(bad_sizes_are_refused),
+	    cmocka_unit_test(monitor_writes_are_recorded_per_page_when_tracking),
+	    cmocka_unit_test(memory_from_a_file_is_private_and_leaves_the_file_unchanged),
+	    cmocka_unit_test(memory_file_of_another_size_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
