@@ -115,10 +115,10 @@ static int add_segment(const struct virtq *q, struct virtq_chain *chain, const s
 	if (!host || chain->count == VIRTQ_MAX_SEGMENTS)
 		return -EIO;
 	chain->seg[chain->count++] = (struct virtq_segment){host, d->len, writable};
-	/* The device may write all of it: diff snapshots must include these pages. */
+	/* The device may write all of a writable one: diff snapshots must include it. */
 	if (writable)
 		guest_memory_mark_dirty(q->mem, d->addr, d->len);
-	if (!writable)
+	else
 		chain->readable_count = chain->count;
 	return 0;
 }

@@ -151,23 +151,17 @@ int guest_memory_track_dirty(struct guest_memory *mem)
 	return mem->vmm_dirty ? 0 : -ENOMEM;
 }
 
-uint64_t guest_memory_file_offset(const struct guest_memory *mem, uint64_t guest_addr)
-{
-	for (unsigned i = 0; i < mem->region_count; i++) {
-		const struct guest_memory_region *r = &mem->regions[i];
-		if (guest_addr >= r->guest_addr && guest_addr - r->guest_addr < r->size)
-			return r->file_offset + (guest_addr - r->guest_addr);
-	}
-	return 0;
-}
-
 void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)
 {
-	if (!mem->vmm_dirty || !len || !guest_memory_ptr(mem, guest_addr, len))
+	if (!mem->vmm_dirty || !len)
 		return;
-	uint64_t first = guest_memory_file_offset(mem, guest_addr) / GUEST_PAGE_SIZE;
-	uint64_t last = (guest_memory_file_offset(mem, guest_addr) + len - 1) / GUEST_PAGE_SIZE;
-	for (uint64_t page = first; page <= last; page++)
+	const uint8_t *host = guest_memory_ptr(mem, guest_addr, len);
+	if (!host)
+		return;
+	/* Each region's host mapping sits at its memory-file offset within base. */
+	uint64_t offset = (uint64_t)(host - mem->base);
+	for (uint64_t page = offset / GUEST_PAGE_SIZE; page <= (offset + len - 1) / GUEST_PAGE_SIZE;
+	     page++)
 		__atomic_fetch_or(&mem->vmm_dirty[page / 64], 1ULL << (page % 64),
 				  __ATOMIC_RELAXED);
 }

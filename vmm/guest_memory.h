@@ -56,9 +56,6 @@ void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr
  * layout, size / GUEST_PAGE_SIZE bits) and clears them. */
 void guest_memory_collect_dirty(struct guest_memory *mem, uint64_t *bitmap);
 
-/* The memory file offset of a guest address known to be RAM. */
-uint64_t guest_memory_file_offset(const struct guest_memory *mem, uint64_t guest_addr);
-
 /* Host pointer for [guest_addr, guest_addr + len) when that whole range lies in one
  * RAM region; NULL on overflow, on a range outside RAM or one that spans a hole. */
 void *guest_memory_ptr(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len);

@@ -4,12 +4,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "boot/layout.h"
 #include "vmm/guest_memory.h"
@@ -90,7 +89,8 @@ static void monitor_writes_are_recorded_per_page_when_tracking(void **state)
 	assert_int_equal(guest_memory_write(&mem, 0, &byte, 1), 0);
 	assert_null(mem.vmm_dirty);
 	assert_int_equal(guest_memory_track_dirty(&mem), 0);
-	bitmap = calloc((mem.size / GUEST_PAGE_SIZE + 63) / 64, sizeof(uint64_t));
+	size_t words = (mem.size / GUEST_PAGE_SIZE + 63) / 64;
+	bitmap = calloc(words, sizeof(uint64_t));
 	assert_non_null(bitmap);
 	/* Two bytes across a page boundary dirty both pages; above 4 GiB the page counts
 	 * in the memory file's layout (right after the low region). */
@@ -108,7 +108,7 @@ static void monitor_writes_are_recorded_per_page_when_tracking(void **state)
 	assert_true(bitmap[0] & (1ULL << 2));
 	assert_true(bitmap[high_page / 64] & (1ULL << (high_page % 64)));
 	/* Collecting clears. */
-	memset(bitmap, 0, (mem.size / GUEST_PAGE_SIZE + 63) / 64 * sizeof(uint64_t));
+	memset(bitmap, 0, words * sizeof(uint64_t));
 	guest_memory_collect_dirty(&mem, bitmap);
 	assert_int_equal(bitmap[0], 0);
 	free(bitmap);
