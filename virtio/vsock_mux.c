@@ -241,16 +241,18 @@ static void conn_update(struct vsock_mux *mux, struct vsock_conn *conn, enum vso
 	}
 }
 
+static uint64_t pending_retry(struct vsock_mux *mux, uint64_t now);
+
 static void on_timer(struct vsock_mux *mux)
 {
 	uint64_t expirations;
-	uint64_t next = 0;
 
 	if (read(mux->timer_fd, &expirations, sizeof(expirations)) < 0) {
 		/* Read already (EAGAIN): the sweep below is harmless. */
 	}
 	mux->timer_ns = 0;
 	uint64_t now = now_ns();
+	uint64_t next = pending_retry(mux, now);
 	for (struct vsock_conn *conn = mux->all, *after; conn; conn = after) {
 		after = conn->all_next;
 		if (!conn->deadline_ns)
@@ -340,31 +342,94 @@ void vsock_mux_host_events(struct vsock_mux *mux)
 
 /* The guest side. */
 
-/* §5.10.6.5: a REQUEST with no connection yet goes to whoever listens on
- * "<uds_path>_<port>"; nobody, or no room, is an RST at once. */
-static void guest_request(struct vsock_mux *mux, const struct vsock_pkt *pkt)
+/* Connects to "<uds_path>_<port>" for the guest's REQUEST and takes the connection in;
+ * 0, or the negative errno of the connect (-ENOMEM: no memory for it). */
+static int guest_connect(struct vsock_mux *mux, const struct vsock_pkt *request)
 {
-	struct vsock_conn *conn = NULL;
-	int fd = -ENOSPC;
-
-	if (mux->conn_count < VSOCK_MAX_CONNECTIONS)
-		fd = vsock_uds_connect_port(mux->uds_path, pkt->dst_port);
-	if (fd >= 0)
-		conn = vsock_conn_new(fd);
+	int fd = vsock_uds_connect_port(mux->uds_path, request->dst_port);
+	if (fd < 0)
+		return fd;
+	struct vsock_conn *conn = vsock_conn_new(fd);
 	if (conn) {
-		vsock_conn_start_peer(conn, pkt);
+		vsock_conn_start_peer(conn, request);
 		if (conn_add(mux, conn) == 0) {
 			table_insert(mux, conn);
 			conn_update(mux, conn, VSOCK_KEEP);
-			return;
+			return 0;
 		}
 		free(conn);
 	}
-	if (fd >= 0)
-		close(fd);
+	close(fd);
+	return -ENOMEM;
+}
+
+static void guest_refused(struct vsock_mux *mux, const struct vsock_pkt *request, int err)
+{
 	log_debug(mux->log, "%s: guest connection to host port %u refused: %s", mux->name,
-		  pkt->dst_port, fd < 0 ? strerror(-fd) : "no memory");
-	rst_queue(mux, VSOCK_HOST_CID, pkt->dst_port, pkt->src_port);
+		  request->dst_port, strerror(-err));
+	rst_queue(mux, VSOCK_HOST_CID, request->dst_port, request->src_port);
+}
+
+static int pending_find(const struct vsock_mux *mux, uint32_t src_port, uint32_t dst_port)
+{
+	for (unsigned i = 0; i < mux->pending_count; i++) {
+		const struct vsock_pkt *request = &mux->pending[i].request;
+		if (request->src_port == src_port && request->dst_port == dst_port)
+			return (int)i;
+	}
+	return -1;
+}
+
+static void pending_remove(struct vsock_mux *mux, unsigned i)
+{
+	mux->pending[i] = mux->pending[--mux->pending_count];
+}
+
+/* §5.10.6.5: a REQUEST with no connection yet goes to whoever listens on
+ * "<uds_path>_<port>"; nobody, or no room, is an RST at once; a full backlog is
+ * retried for a while (vsock_mux.h). */
+static void guest_request(struct vsock_mux *mux, const struct vsock_pkt *pkt)
+{
+	if (pending_find(mux, pkt->src_port, pkt->dst_port) >= 0)
+		return; /* the same REQUEST again: it is being retried already */
+	int err = mux->conn_count < VSOCK_MAX_CONNECTIONS ? guest_connect(mux, pkt) : -ENOSPC;
+	if (err == -EAGAIN && mux->pending_count < VSOCK_MAX_PENDING) {
+		struct vsock_pending_connect *pending = &mux->pending[mux->pending_count++];
+		pending->request = *pkt;
+		pending->give_up_ns = now_ns() + VSOCK_RETRY_LIMIT_MS * 1000000ULL;
+		timer_arm(mux, now_ns() + VSOCK_RETRY_INTERVAL_MS * 1000000ULL);
+		return;
+	}
+	if (err)
+		guest_refused(mux, pkt, err);
+}
+
+/* Tries every pending connect again; returns when to try next (0: none left). */
+static uint64_t pending_retry(struct vsock_mux *mux, uint64_t now)
+{
+	for (unsigned i = 0; i < mux->pending_count;) {
+		struct vsock_pending_connect pending = mux->pending[i];
+		int err = mux->conn_count < VSOCK_MAX_CONNECTIONS
+			      ? guest_connect(mux, &pending.request)
+			      : -ENOSPC;
+		if (err == -EAGAIN && now < pending.give_up_ns) {
+			i++;
+			continue;
+		}
+		pending_remove(mux, i);
+		if (err)
+			guest_refused(mux, &pending.request, err);
+	}
+	return mux->pending_count ? now + VSOCK_RETRY_INTERVAL_MS * 1000000ULL : 0;
+}
+
+/* The guest reset a connection that does not exist, or not yet: one being retried is
+ * dropped. */
+static void guest_gave_up(struct vsock_mux *mux, const struct vsock_pkt *pkt)
+{
+	int i = pending_find(mux, pkt->src_port, pkt->dst_port);
+	if (i >= 0)
+		pending_remove(mux, (unsigned)i);
 }
 
 /* The packet breaks a rule: its connection is reset, or an RST answers it. */
@@ -418,7 +483,9 @@ static void route(struct vsock_mux *mux, const struct virtq_chain *chain)
 		conn_update(mux, conn, vsock_conn_from_guest(conn, &pkt, chain));
 	else if (pkt.op == VIRTIO_VSOCK_OP_REQUEST)
 		guest_request(mux, &pkt);
-	else if (pkt.op != VIRTIO_VSOCK_OP_RST)
+	else if (pkt.op == VIRTIO_VSOCK_OP_RST)
+		guest_gave_up(mux, &pkt);
+	else
 		rst_queue(mux, VSOCK_HOST_CID, pkt.dst_port, pkt.src_port);
 }
 
@@ -489,6 +556,7 @@ void vsock_mux_reset(struct vsock_mux *mux)
 			conn_close(mux, conn);
 	}
 	mux->rst_head = mux->rst_count = 0;
+	mux->pending_count = 0;
 	reap(mux);
 }
 

@@ -26,6 +26,20 @@
 /* Ports for host-initiated connections come from [2^30, 2^31), as Firecracker's. */
 #define VSOCK_FIRST_LOCAL_PORT (1u << 30)
 
+/* A guest's REQUEST whose host listener had a full backlog (a non-blocking AF_UNIX
+ * connect fails with EAGAIN rather than queueing): it is tried again every
+ * VSOCK_RETRY_INTERVAL_MS until VSOCK_RETRY_LIMIT_MS have passed, then refused with an
+ * RST. A listener that accepts slowly (socat forks a child per client) is not a
+ * listener that is absent. */
+#define VSOCK_MAX_PENDING 64
+#define VSOCK_RETRY_INTERVAL_MS 5
+#define VSOCK_RETRY_LIMIT_MS 2000
+
+struct vsock_pending_connect {
+	struct vsock_pkt request;
+	uint64_t give_up_ns;
+};
+
 struct vsock_rst {
 	uint64_t src_cid;
 	uint32_t src_port;
@@ -53,6 +67,8 @@ struct vsock_mux {
 	struct vsock_conn *dead;	      /* closed, freed after the event batch */
 	uint32_t next_local_port;
 
+	struct vsock_pending_connect pending[VSOCK_MAX_PENDING];
+	unsigned pending_count;
 	struct vsock_rst rstq[VSOCK_RSTQ_SIZE];
 	unsigned rst_head;
 	unsigned rst_count;
@@ -86,8 +102,8 @@ bool vsock_mux_takes_tx(const struct vsock_mux *mux);
  * and *written, false when there was nothing for it after all. */
 bool vsock_mux_to_guest(struct vsock_mux *mux, const struct virtq_chain *chain, uint32_t *written);
 
-/* Forgets every connection with the guest, closing their host sockets, and the RSTs
- * owed; the listener and the host clients still sending a CONNECT line stay. */
+/* Forgets every connection with the guest, closing their host sockets, the RSTs
+ * owed and the connects still being retried; the listener and the host clients still sending a CONNECT line stay. */
 void vsock_mux_reset(struct vsock_mux *mux);
 
 #endif

@@ -89,7 +89,11 @@ mote-vsock-pipe connect 2 6002 | mote-pattern verify - 0 1M \$i) & done; wait"
 	expect_status 0
 	local verified
 	verified=$(grep -c "pattern: verified 1048576 bytes" "$out")
-	[ "$verified" -eq 20 ] || fail "$verified of 20 connections echoed their data intact"
+	if [ "$verified" -ne 20 ]; then
+		fail "$verified of 20 connections echoed their data intact"
+		grep -E "pattern:|vsock-pipe:" "$out" | grep -v "verified 1048576" | head -n 20 |
+			sed 's/^/      guest: /'
+	fi
 }
 
 test_a_vsock_socket_path_already_taken_is_a_clear_error() {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "vsock_host.h"
+#include "virtio/vsock_mux.h"
 #include "virtio/vsock_uds.h"
 
 static void config_space_holds_the_guest_cid_little_endian(void **state)
@@ -288,6 +289,76 @@ static void guest_connect_without_listener_is_reset_at_once(void **state)
 	assert_int_equal(pkt.dst_cid, TEST_CID);
 }
 
+/* A listener whose backlog is full: with a backlog of 0 Linux queues one client (af_unix.c,
+ * unix_recvq_full), so one unaccepted client fills it. */
+static int host_listen_full(struct vsock_fixture *f, uint32_t port, int *filler)
+{
+	int listener = host_listen(f, port);
+
+	assert_int_equal(listen(listener, 0), 0);
+	*filler = unix_connect(f->listeners[f->listener_count - 1]);
+	return listener;
+}
+
+static void guest_connect_to_a_full_backlog_waits_until_the_listener_accepts(void **state)
+{
+	struct vsock_fixture *f = *state;
+	int filler;
+	int listener = host_listen_full(f, 8000, &filler);
+	struct gconn c = {.guest_port = 1000, .host_port = 8000, .buf_alloc = GUEST_BUF_ALLOC};
+
+	gc_send(f, &c, VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
+	/* Several retries fail while the backlog stays full: no RST meanwhile. */
+	assert_no_pkt(f, 5 * VSOCK_RETRY_INTERVAL_MS);
+	/* A duplicate REQUEST for the same ports is not a second connection. */
+	gc_send(f, &c, VIRTIO_VSOCK_OP_REQUEST, 0, NULL, 0);
+	close(host_accept(listener));
+	close(filler);
+	gc_expect(f, &c, VIRTIO_VSOCK_OP_RESPONSE, 0);
+	int fd = host_accept(listener);
+	assert_int_equal(accept(listener, NULL, NULL), -1); /* and only one */
+	gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, "late", 4);
+	char got[4];
+	host_read(f, fd, got, 4);
+	assert_memory_equal(got, "late", 4);
+	close(fd);
+	close(listener);
+}
+
+static void guest_connect_to_a_backlog_that_stays_full_is_reset_in_the_end(void **state)
+{
+	struct vsock_fixture *f = *state;
+	int filler;
+	int listener = host_listen_full(f, 8000, &filler);
+	struct vsock_pkt request = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_REQUEST);
+	struct vsock_pkt pkt = {0};
+
+	send_pkt(f, &request, NULL, 0);
+	assert_no_pkt(f, VSOCK_RETRY_LIMIT_MS / 2);
+	assert_true(recv_pkt_within(f, &pkt, NULL, VSOCK_RETRY_LIMIT_MS));
+	assert_int_equal(pkt.op, VIRTIO_VSOCK_OP_RST);
+	assert_int_equal(pkt.dst_port, 1000);
+	close(filler);
+	close(listener);
+}
+
+static void guest_rst_withdraws_a_connect_being_retried(void **state)
+{
+	struct vsock_fixture *f = *state;
+	int filler;
+	int listener = host_listen_full(f, 8000, &filler);
+	struct vsock_pkt request = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_REQUEST);
+	struct vsock_pkt rst = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_RST);
+
+	send_pkt(f, &request, NULL, 0);
+	send_pkt(f, &rst, NULL, 0);
+	close(host_accept(listener));
+	assert_no_pkt(f, 10 * VSOCK_RETRY_INTERVAL_MS);
+	assert_int_equal(accept(listener, NULL, NULL), -1); /* nobody connected */
+	close(filler);
+	close(listener);
+}
+
 static void guest_connect_to_a_listener_gets_response_and_carries_data(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -533,6 +604,9 @@ int main(void)
 	    TEST(client_that_sends_no_line_is_closed_after_the_timeout),
 	    TEST(client_leaving_before_the_response_withdraws_the_request),
 	    TEST(guest_connect_without_listener_is_reset_at_once),
+	    TEST(guest_connect_to_a_full_backlog_waits_until_the_listener_accepts),
+	    TEST(guest_connect_to_a_backlog_that_stays_full_is_reset_in_the_end),
+	    TEST(guest_rst_withdraws_a_connect_being_retried),
 	    TEST(guest_connect_to_a_listener_gets_response_and_carries_data),
 	    TEST(hundred_connections_at_once_carry_their_own_bytes),
 	    TEST(connection_limit_is_1023),
