@@ -103,7 +103,8 @@ bool vsock_mux_takes_tx(const struct vsock_mux *mux);
 bool vsock_mux_to_guest(struct vsock_mux *mux, const struct virtq_chain *chain, uint32_t *written);
 
 /* Forgets every connection with the guest, closing their host sockets, the RSTs
- * owed and the connects still being retried; the listener and the host clients still sending a CONNECT line stay. */
+ * owed and the connects still being retried; the listener and the host clients still sending a
+ * CONNECT line stay. */
 void vsock_mux_reset(struct vsock_mux *mux);
 
 #endif
