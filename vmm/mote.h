@@ -53,6 +53,10 @@ struct mote_disk {
 	/* I/O bypasses the host page cache (O_DIRECT, QEMU's cache=none); -EINVAL when the
 	 * image's file system refuses it. */
 	bool direct;
+	/* Copy-on-write overlay file (README "Snapshots"): the guest's writes go there and
+	 * path is opened read-only and never changed; reads of blocks never written come
+	 * from path. Created when missing; NULL: writes go to path itself. */
+	const char *overlay;
 };
 
 #define MOTE_MAX_NETS 8
@@ -90,6 +94,9 @@ struct mote_config {
 	unsigned net_count; /* 0..MOTE_MAX_NETS */
 	struct mote_net nets[MOTE_MAX_NETS];
 	struct mote_vsock vsock;
+	/* Dirty-page tracking (KVM's dirty log plus the pages the monitor writes), which
+	 * diff snapshots need; it costs a little on every first write to a page. */
+	bool track_dirty_pages;
 	/* CLOCK_MONOTONIC time the boot timer counts from (the CLI passes its process
 	 * start); 0: the moment mote_vm_create() is called. */
 	int64_t start_monotonic_ns;
@@ -140,6 +147,104 @@ MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with
  * MOTE_EXIT_ERROR and error -EINTR. Safe to call at any time. */
 MOTE_API void mote_vm_stop(struct mote_vm *vm);
+
+/* Where a VM is in its life. */
+enum mote_vm_state {
+	MOTE_VM_CREATED, /* built, mote_vm_run() not called yet */
+	MOTE_VM_RUNNING,
+	MOTE_VM_PAUSED, /* every vCPU parked, devices quiet: ready for a snapshot */
+	MOTE_VM_ENDED,	/* mote_vm_run() returned or is returning */
+};
+
+/* Thread-safe. */
+MOTE_API enum mote_vm_state mote_vm_get_state(struct mote_vm *vm);
+
+/* From any thread while mote_vm_run() runs: takes every vCPU out of KVM_RUN and parks it,
+ * lets the devices finish the requests they have in flight and stops them taking new
+ * work, and stops the guest's clock. Returns once all of that is done. 0 (also when
+ * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile. */
+MOTE_API int mote_vm_pause(struct mote_vm *vm);
+
+/* Continues a paused VM exactly where it stopped. 0 (also when running); -EINVAL when the
+ * VM is neither paused nor running. */
+MOTE_API int mote_vm_resume(struct mote_vm *vm);
+
+/* Presses Ctrl-Alt-Del on the i8042 keyboard: Linux reboots, which ends the VM with
+ * MOTE_EXIT_REBOOT. -EINVAL when the VM is not running. */
+MOTE_API int mote_vm_send_ctrl_alt_del(struct mote_vm *vm);
+
+enum mote_snapshot_type {
+	MOTE_SNAPSHOT_FULL, /* every non-zero page of guest memory */
+	MOTE_SNAPSHOT_DIFF, /* only pages written since the previous snapshot (or the boot
+			     * or restore); needs track_dirty_pages */
+};
+
+struct mote_snapshot_params {
+	const char *state_path; /* vCPUs, interrupt controllers, clock, devices; required */
+	const char *mem_path;	/* guest memory: raw, page-aligned, sparse; required */
+	enum mote_snapshot_type type;
+};
+
+/* Saves a paused VM to two files (and each overlay disk's layer of blocks written since
+ * the previous snapshot to "<state_path>.<disk>.layer"). Files appear complete or not
+ * at all: they are written under temporary names and renamed. The VM stays paused and
+ * intact whatever happens: a full disk or read-only directory is an error to report,
+ * after which it can be resumed. Errors: -EINVAL not paused, or a diff without dirty
+ * tracking; -ENOSPC, -EACCES, -EROFS, ... from the host. */
+MOTE_API int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params);
+
+#define MOTE_MAX_MEM_DIFFS 64
+
+/* A disk's files replaced at restore; disk names the disk by its id or as the guest
+ * knows it ("vda"). */
+struct mote_disk_override {
+	const char *disk;
+	const char *path;    /* NULL: the snapshot's */
+	const char *overlay; /* the fresh overlay this copy writes to; NULL: the snapshot's */
+};
+
+/* A NIC's TAP replaced at restore; nic names it by its id or as the guest knows it
+ * ("eth0"). */
+struct mote_net_override {
+	const char *nic;
+	const char *tap;
+};
+
+/* Bringing a snapshot back in a new VM. Fill with mote_restore_config_init() first;
+ * strings are borrowed until mote_vm_restore() returns. */
+struct mote_restore_config {
+	const char *state_path; /* required */
+	const char *mem_path;	/* the full memory file; mapped copy-on-write, never changed */
+	/* Diff memory files, oldest first, laid over mem_path in order. */
+	unsigned mem_diff_count;
+	const char *mem_diff_paths[MOTE_MAX_MEM_DIFFS];
+	unsigned disk_override_count;
+	struct mote_disk_override disk_overrides[MOTE_MAX_DISKS];
+	unsigned net_override_count;
+	struct mote_net_override net_overrides[MOTE_MAX_NETS];
+	const char *vsock_uds_path; /* NULL: the snapshot's */
+	bool track_dirty_pages;	    /* for diff snapshots of the restored VM */
+	bool paused;		    /* mote_vm_run() starts the VM paused */
+	enum mote_console console;
+	int console_in_fd;
+	int console_out_fd;
+	const char *console_path;
+	int64_t start_monotonic_ns; /* as in mote_config */
+	mote_log_fn log;
+	void *log_opaque;
+};
+
+/* Defaults: console on stdin/stdout, the snapshot's host resources, runs at once. */
+MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
+
+/* Builds a VM from a snapshot: checks the state file strictly (version, checksum, every
+ * value), maps the memory file MAP_PRIVATE (lazily, pages shared with every other VM
+ * restored from it until written), then sets the clock, the devices and the vCPUs. Run
+ * it with mote_vm_run(). Open vsock connections are gone (the guest sees a transport
+ * reset); its listeners stay. Errors: -EINVAL bad configuration; -EPROTO a state file
+ * that is damaged or not mote's, or of another version; -EINVAL a memory file whose size
+ * does not match; others as mote_vm_create(). */
+MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
 
 /* Releases everything; vm may be NULL. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
