@@ -145,6 +145,11 @@ void event_loop_stop(struct event_loop *loop)
 	}
 	pthread_join(loop->thread, NULL);
 	loop->thread_started = false;
+	/* Consumed, so that a loop started again (a resumed VM) does not stop at once. */
+	uint64_t count;
+	if (read(loop->stop_fd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: the thread had stopped on an error before it was told. */
+	}
 }
 
 void event_loop_destroy(struct event_loop *loop)

@@ -61,7 +61,8 @@ int event_loop_run_once(struct event_loop *loop, int timeout_ms);
 int event_loop_start(struct event_loop *loop);
 
 /* Ends and joins the thread (no-op when it was not started). Handlers are not running
- * when this returns. */
+ * when this returns; what becomes ready meanwhile waits for event_loop_start() again
+ * (a paused VM). */
 void event_loop_stop(struct event_loop *loop);
 
 /* Stops the loop and closes its own fds (not the watched ones). */

@@ -131,11 +131,8 @@ static int vcpu_set_boot_registers(struct vcpu *vcpu, uint64_t entry)
 	return 0;
 }
 
-int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,
-		const struct kvm_cpuid2 *supported_cpuid, uint64_t entry)
+int vcpu_open(struct vcpu *vcpu, struct mote_vm *vm, unsigned index)
 {
-	int ret;
-
 	memset(vcpu, 0, sizeof(*vcpu));
 	vcpu->vm = vm;
 	vcpu->index = index;
@@ -150,7 +147,16 @@ int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,
 		vcpu->run = NULL;
 		return vcpu_ioctl_error(vcpu, "mapping kvm_run");
 	}
-	ret = vcpu_set_cpuid(vcpu, supported_cpuid);
+	return 0;
+}
+
+int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,
+		const struct kvm_cpuid2 *supported_cpuid, uint64_t entry)
+{
+	int ret = vcpu_open(vcpu, vm, index);
+
+	if (!ret)
+		ret = vcpu_set_cpuid(vcpu, supported_cpuid);
 	if (!ret)
 		ret = vcpu_set_msrs(vcpu);
 	if (!ret)
@@ -280,6 +286,20 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 	}
 }
 
+/* A pause was asked for: KVM completes the I/O or MMIO access of the last exit only on
+ * the next KVM_RUN (api.rst, "KVM_RUN": the state is consistent only after re-entry), so
+ * the vCPU re-enters once with immediate_exit set, which returns at once, and then
+ * waits in vm_park_vcpu() until resumed or ended. */
+static bool vcpu_pause_point(struct vcpu *vcpu)
+{
+	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+	if (ioctl(vcpu->fd, KVM_RUN, 0) == 0 && !vcpu_handle_exit(vcpu))
+		return false;
+	vcpu->run->immediate_exit = 0;
+	vm_park_vcpu(vcpu->vm);
+	return true;
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *vcpu = arg;
@@ -291,6 +311,11 @@ static void *vcpu_thread(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
 
 	while (!vm_has_ended(vm)) {
+		if (vm_pause_requested(vm)) {
+			if (!vcpu_pause_point(vcpu))
+				break;
+			continue;
+		}
 		if (ioctl(vcpu->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN) {
 				vcpu->run->immediate_exit = 0;

@@ -18,7 +18,11 @@ struct vcpu {
 	bool thread_started;
 };
 
-/* KVM_CREATE_VCPU, maps kvm_run, sets CPUID (per-vCPU APIC id), boot MSRs, LAPIC
+/* KVM_CREATE_VCPU and maps kvm_run: a vCPU with KVM's reset state, for a restore to
+ * fill (vcpu_state.h). */
+int vcpu_open(struct vcpu *vcpu, struct mote_vm *vm, unsigned index);
+
+/* vcpu_open(), then sets CPUID (per-vCPU APIC id), boot MSRs, LAPIC
  * LINT0/LINT1, and for vCPU 0 the long-mode registers at entry. APs wait for the
  * guest's INIT/SIPI in the in-kernel LAPIC. */
 int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,

@@ -1,0 +1,135 @@
+/* Pausing and resuming a running VM (mote.h: mote_vm_pause). A pause takes every vCPU to
+ * its pause point (vcpu.c) and parks it, stops the event thread, lets the devices finish
+ * what they have in flight, and stops the guest's clock; a resume undoes these in the
+ * reverse order. pause_lock keeps pause, resume and snapshot from interleaving. */
+#include <errno.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "vm.h"
+
+bool vm_pause_requested(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	bool requested = vm->pause_requested;
+	pthread_mutex_unlock(&vm->lock);
+	return requested;
+}
+
+void vm_park_vcpu(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (vm->pause_requested && !vm->ended)
+		pthread_cond_wait(&vm->pause_cond, &vm->lock);
+	vm->parked--;
+	pthread_mutex_unlock(&vm->lock);
+}
+
+enum mote_vm_state mote_vm_get_state(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	enum mote_vm_state state = vm->ended ? MOTE_VM_ENDED : vm->state;
+	pthread_mutex_unlock(&vm->lock);
+	return state;
+}
+
+/* Parks every vCPU; false when the VM ended first. */
+static bool vm_park_all(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->pause_requested = true;
+	pthread_mutex_unlock(&vm->lock);
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	pthread_mutex_lock(&vm->lock);
+	while (vm->parked < vm->cpu_count && !vm->ended)
+		pthread_cond_wait(&vm->pause_cond, &vm->lock);
+	bool parked = !vm->ended;
+	pthread_mutex_unlock(&vm->lock);
+	return parked;
+}
+
+static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
+{
+	pthread_mutex_lock(&vm->lock);
+	vm->pause_requested = false;
+	vm->state = state;
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+int vm_pause_locked(struct mote_vm *vm)
+{
+	enum mote_vm_state state = mote_vm_get_state(vm);
+
+	if (state == MOTE_VM_PAUSED)
+		return 0;
+	if (state != MOTE_VM_RUNNING)
+		return -EINVAL;
+	if (!vm_park_all(vm)) {
+		vm_unpark_all(vm, MOTE_VM_RUNNING);
+		return -EINTR;
+	}
+	/* No vCPU runs, so no register access reaches a device; with the event thread
+	 * stopped too, nothing but this thread touches them. */
+	event_loop_stop(&vm->events);
+	vm_virtio_quiesce(vm);
+	/* The guest's clock stops with it: resumed, it goes on from this value. */
+	vm->clock_saved = ioctl(vm->vm_fd, KVM_GET_CLOCK, &vm->paused_clock) == 0;
+	if (!vm->clock_saved)
+		log_warn(&vm->log, "KVM_GET_CLOCK: %s: the guest's clock runs on while paused",
+			 strerror(errno));
+	pthread_mutex_lock(&vm->lock);
+	vm->state = MOTE_VM_PAUSED;
+	pthread_mutex_unlock(&vm->lock);
+	log_debug(&vm->log, "paused");
+	return 0;
+}
+
+int vm_resume_locked(struct mote_vm *vm)
+{
+	enum mote_vm_state state = mote_vm_get_state(vm);
+
+	if (state == MOTE_VM_RUNNING)
+		return 0;
+	if (state != MOTE_VM_PAUSED)
+		return -EINVAL;
+	if (vm->clock_saved) {
+		/* flags 0: the value as saved, not advanced by the host's real time passed
+		 * (KVM_CLOCK_REALTIME, api.rst 4.98). */
+		struct kvm_clock_data clock = {.clock = vm->paused_clock.clock};
+		if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &clock) < 0)
+			log_warn(&vm->log, "KVM_SET_CLOCK: %s", strerror(errno));
+		vm->clock_saved = false;
+	}
+	/* Tells the guest its vCPUs were stopped by the host, so that its watchdogs do not
+	 * see a soft lockup (api.rst 4.81). EINVAL: the guest has no kvm-clock yet. */
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
+	int ret = event_loop_start(&vm->events);
+	if (ret) {
+		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
+		return ret;
+	}
+	vm_unpark_all(vm, MOTE_VM_RUNNING);
+	log_debug(&vm->log, "resumed");
+	return 0;
+}
+
+int mote_vm_pause(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	int ret = vm_pause_locked(vm);
+	pthread_mutex_unlock(&vm->pause_lock);
+	return ret;
+}
+
+int mote_vm_resume(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	int ret = vm_resume_locked(vm);
+	pthread_mutex_unlock(&vm->pause_lock);
+	return ret;
+}
