@@ -220,6 +220,22 @@ int snap_reader_open(struct snap_reader *payload, const uint8_t *file, size_t le
 	return 0;
 }
 
+void snap_put_blob(struct snap_writer *w, const void *data, uint32_t len)
+{
+	snap_put_u32(w, len);
+	snap_put_bytes(w, data, len);
+}
+
+void snap_get_blob(struct snap_reader *r, void *dst, uint32_t len)
+{
+	if (snap_get_u32(r) != len) {
+		snap_fail(r, "a saved structure has the wrong size");
+		memset(dst, 0, len);
+		return;
+	}
+	snap_get_bytes(r, dst, len);
+}
+
 int snap_fail(struct snap_reader *r, const char *why)
 {
 	if (!r->error) {

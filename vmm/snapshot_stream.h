@@ -50,6 +50,9 @@ void snap_put_bytes(struct snap_writer *w, const void *data, size_t len);
 void snap_put_str(struct snap_writer *w, const char *s);
 
 /* Header + payload into fd from its current position. 0, w->error, or -errno. */
+/* A fixed-size binary structure (a KVM state struct): its length, then its bytes. */
+void snap_put_blob(struct snap_writer *w, const void *data, uint32_t len);
+
 int snap_writer_write(struct snap_writer *w, int fd);
 
 struct snap_reader {
@@ -83,6 +86,10 @@ void snap_get_bytes(struct snap_reader *r, void *dst, size_t len);
 /* A string written by snap_put_str into dst (cap bytes with the NUL). Returns false for
  * NULL (dst is then ""); a string that does not fit, or holds a NUL, is an error. */
 bool snap_get_str(struct snap_reader *r, char *dst, size_t cap);
+
+/* Reads a blob written by snap_put_blob into dst; a blob of another length is an error
+ * (dst is then zeroed). */
+void snap_get_blob(struct snap_reader *r, void *dst, uint32_t len);
 
 /* Marks r failed with why (a string literal) unless it already failed: for a loader
  * that read a value it cannot accept. Returns -EINVAL. */

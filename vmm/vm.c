@@ -86,6 +86,7 @@ void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const c
 	}
 	vm->exit.run_ns = vm_now_ns() - vm->run_start_ns;
 	pthread_cond_broadcast(&vm->ended_cond);
+	pthread_cond_broadcast(&vm->pause_cond); /* parked vCPUs leave, a pause gives up */
 	pthread_mutex_unlock(&vm->lock);
 
 	for (unsigned i = 0; i < vm->cpu_count; i++)
@@ -213,7 +214,7 @@ static int vm_open_file(const char *what, const char *path, struct file_image *i
 	return ret;
 }
 
-static int vm_check_config(const struct mote_config *config, const struct mote_log *log)
+int vm_check_config(const struct mote_config *config, const struct mote_log *log)
 {
 	if (!config->kernel_path || !config->kernel_path[0]) {
 		log_error(log, "no kernel given");
@@ -325,6 +326,7 @@ static int vm_create_kvm_vm(struct mote_vm *vm)
 		const struct guest_memory_region *r = &vm->mem.regions[i];
 		struct kvm_userspace_memory_region slot = {
 		    .slot = i,
+		    .flags = vm->track_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0,
 		    .guest_phys_addr = r->guest_addr,
 		    .memory_size = r->size,
 		    .userspace_addr = (uint64_t)(uintptr_t)r->host,
@@ -474,22 +476,14 @@ static int vm_create_vcpus(struct mote_vm *vm)
 	return ret;
 }
 
-int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
+struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_ns)
 {
-	struct file_image kernel_file = {.fd = -1}, initrd_file = {.fd = -1};
-	struct mote_log log = {config->log, config->log_opaque};
-	struct mote_vm *vm;
-	int ret;
+	struct mote_vm *vm = calloc(1, sizeof(*vm));
 
-	*vm_out = NULL;
-	ret = vm_check_config(config, &log);
-	if (ret)
-		return ret;
-	vm = calloc(1, sizeof(*vm));
 	if (!vm)
-		return -ENOMEM;
-	vm->log = log;
-	vm->start_ns = config->start_monotonic_ns ? config->start_monotonic_ns : vm_now_ns();
+		return NULL;
+	vm->log = *log;
+	vm->start_ns = start_ns ? start_ns : vm_now_ns();
 	vm->boot_complete_ns = -1;
 	vm->kvm.fd = -1;
 	vm->vm_fd = -1;
@@ -500,22 +494,45 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	vm->console_stop_fd = -1;
 	vm->events.epoll_fd = -1;
 	vm->events.stop_fd = -1;
-	vm->cpu_count = config->cpus;
+	vm->cpu_count = cpus;
 	for (unsigned i = 0; i < MOTE_MAX_CPUS; i++)
 		vm->vcpus[i].fd = -1;
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->ended_cond, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 	bus_init(&vm->pio, "port I/O");
 	bus_init(&vm->mmio, "MMIO");
-	*vm_out = vm;
+	return vm;
+}
 
-	ret = vm_open_file("kernel", config->kernel_path, &kernel_file, &vm->log);
-	if (!ret && config->initrd_path)
-		ret = vm_open_file("initrd", config->initrd_path, &initrd_file, &vm->log);
+/* Starts dirty-page tracking of the monitor's own writes; KVM's side is the slots' flag
+ * (vm_create_kvm_vm). */
+static int vm_track_dirty(struct mote_vm *vm)
+{
+	int ret = guest_memory_track_dirty(&vm->mem);
+
+	if (ret)
+		log_error(&vm->log, "dirty-page tracking: %s", strerror(-ret));
+	return ret;
+}
+
+int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
+{
+	/* A restore brings the setup of its snapshot, frozen disk layers and all. */
+	int ret = vm->setup.cpus ? 0 : vm_setup_from_config(&vm->setup, config);
+
+	if (ret)
+		log_error(&vm->log, "recording the VM's setup: %s", strerror(-ret));
+	vm->track_dirty = config->track_dirty_pages;
 	if (!ret)
 		ret = kvm_open(&vm->kvm, &vm->log);
-	if (!ret)
+	if (!ret && mem_fd >= 0)
+		ret = guest_memory_create_from_file(&vm->mem, config->mem_bytes, mem_fd, &vm->log);
+	else if (!ret)
 		ret = guest_memory_create(&vm->mem, config->mem_bytes, &vm->log);
+	if (!ret && vm->track_dirty)
+		ret = vm_track_dirty(vm);
 	if (!ret)
 		ret = vm_create_kvm_vm(vm);
 	if (!ret)
@@ -529,6 +546,30 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 		ret = vm_register_devices(vm);
 	if (!ret)
 		ret = vm_devices_create(vm, config);
+	return ret;
+}
+
+int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
+{
+	struct file_image kernel_file = {.fd = -1}, initrd_file = {.fd = -1};
+	struct mote_log log = {config->log, config->log_opaque};
+	struct mote_vm *vm;
+	int ret;
+
+	*vm_out = NULL;
+	ret = vm_check_config(config, &log);
+	if (ret)
+		return ret;
+	vm = vm_new(&log, config->cpus, config->start_monotonic_ns);
+	if (!vm)
+		return -ENOMEM;
+	*vm_out = vm;
+
+	ret = vm_open_file("kernel", config->kernel_path, &kernel_file, &vm->log);
+	if (!ret && config->initrd_path)
+		ret = vm_open_file("initrd", config->initrd_path, &initrd_file, &vm->log);
+	if (!ret)
+		ret = vm_build(vm, config, -1);
 	if (!ret)
 		ret = vm_load_guest(vm, config, &kernel_file, &initrd_file);
 	if (!ret)
@@ -556,13 +597,26 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		}
 		vm->console_thread_started = true;
 	}
-	ret = event_loop_start(&vm->events);
-	if (ret)
-		log_error(&vm->log, "starting the event thread: %s", strerror(-ret));
+	/* A VM restored to stay paused parks its vCPUs before they first run; its event
+	 * thread starts with mote_vm_resume(). */
+	pthread_mutex_lock(&vm->lock);
+	bool start_paused = vm->state == MOTE_VM_PAUSED;
+	vm->pause_requested = start_paused;
+	pthread_mutex_unlock(&vm->lock);
+	if (!start_paused) {
+		ret = event_loop_start(&vm->events);
+		if (ret)
+			log_error(&vm->log, "starting the event thread: %s", strerror(-ret));
+	}
 	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
 		ret = vcpu_start(&vm->vcpus[i]);
 	if (ret)
 		vm_end(vm, MOTE_EXIT_ERROR, ret, "could not start every vCPU");
+	if (!start_paused) {
+		pthread_mutex_lock(&vm->lock);
+		vm->state = MOTE_VM_RUNNING;
+		pthread_mutex_unlock(&vm->lock);
+	}
 
 	pthread_mutex_lock(&vm->lock);
 	while (!vm->ended)
@@ -576,7 +630,10 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->cpu_count; i++)
 		vcpu_join(&vm->vcpus[i]);
+	/* A pause or snapshot still going on owns the event thread until it gives up. */
+	pthread_mutex_lock(&vm->pause_lock);
 	event_loop_stop(&vm->events);
+	pthread_mutex_unlock(&vm->pause_lock);
 	if (vm->console_thread_started)
 		pthread_join(vm->console_thread, NULL);
 	vm->console_thread_started = false;
@@ -616,7 +673,12 @@ void mote_vm_destroy(struct mote_vm *vm)
 		close(vm->console_out_fd);
 	if (vm->console_stop_fd >= 0)
 		close(vm->console_stop_fd);
+	vcpu_msr_list_free(&vm->msr_list);
+	vm_setup_free(&vm->setup);
+	free(vm->dirty);
 	pthread_cond_destroy(&vm->ended_cond);
 	pthread_mutex_destroy(&vm->lock);
+	pthread_cond_destroy(&vm->pause_cond);
+	pthread_mutex_destroy(&vm->pause_lock);
 	free(vm);
 }

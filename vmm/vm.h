@@ -17,6 +17,8 @@
 #include "kvm.h"
 #include "mote.h"
 #include "vcpu.h"
+#include "vcpu_state.h"
+#include "vm_setup.h"
 #include "vm_virtio.h"
 
 struct mote_vm {
@@ -58,17 +60,51 @@ struct mote_vm {
 	pthread_mutex_t lock;
 	pthread_cond_t ended_cond;
 	bool ended;
+	pthread_mutex_t pause_lock; /* one pause, resume or snapshot at a time */
+	/* Pausing (vm_pause.c), guarded by lock. */
+	enum mote_vm_state state;
+	bool pause_requested; /* vCPUs park at their next pause point */
+	unsigned parked;      /* vCPUs parked */
+	pthread_cond_t pause_cond;
+	bool clock_saved; /* paused_clock holds the guest clock of the pause */
+	struct kvm_clock_data paused_clock;
+	struct vcpu_msr_list msr_list; /* what a snapshot saves of each vCPU; read at need */
+
+	struct vm_setup setup; /* what the VM was built from, for its snapshots */
+	bool track_dirty;      /* KVM dirty log on the memory slots, monitor writes recorded */
+	uint64_t *dirty;       /* pages written since the last snapshot, gathered (vm_snapshot.c) */
 	bool panic_seen;
 	char panic_line[SERIAL_LINE_MAX];
 	struct mote_exit exit;
 	int64_t boot_complete_ns;
 };
 
+/* A VM with nothing built yet: every fd -1, locks ready, cpus vCPUs to come. NULL
+ * without memory. */
+struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_ns);
+
+/* What a new and a restored VM share: the setup record, KVM, guest memory (mem_fd -1:
+ * fresh memfd; else the memory file to map, owned from here), the KVM VM with its slots,
+ * interrupt controllers and timer, the console, the event loop and every device. */
+int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd);
+
+/* Checks config's values; -EINVAL with a message. */
+int vm_check_config(const struct mote_config *config, const struct mote_log *log);
+
 /* Ends the VM (first caller wins) and kicks every vCPU out of KVM_RUN. Thread-safe. */
 void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 bool vm_has_ended(struct mote_vm *vm);
+
+/* For vCPU threads: whether to stop at the pause point, and parking there until the VM
+ * is resumed or ends. */
+bool vm_pause_requested(struct mote_vm *vm);
+void vm_park_vcpu(struct mote_vm *vm);
+
+/* mote_vm_pause() and mote_vm_resume() with pause_lock held by the caller. */
+int vm_pause_locked(struct mote_vm *vm);
+int vm_resume_locked(struct mote_vm *vm);
 
 int64_t vm_now_ns(void);
 

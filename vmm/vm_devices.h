@@ -5,12 +5,26 @@
 #define MOTE_VM_DEVICES_H
 
 #include "mote.h"
+#include "snapshot_stream.h"
 
 struct mote_vm;
 
 /* Creates and attaches every device of config. 0 or a negative errno (message logged);
  * on error the devices created so far stay for vm_devices_destroy(). */
 int vm_devices_create(struct mote_vm *vm, const struct mote_config *config);
+
+/* The devices' state in a snapshot: the serial port, the i8042 and every virtio
+ * transport with its device, in the order they were attached. */
+int vm_devices_save(struct mote_vm *vm, struct snap_writer *w);
+int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
+
+/* After a restore loaded everything: devices resume their backends (vsock resets the
+ * guest's connections). */
+void vm_devices_restored(struct mote_vm *vm);
+
+/* Freezes each overlay disk's blocks written since the last snapshot into
+ * "<state_path>.<disk>.layer" and records the layer in the VM's setup. */
+int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path);
 
 /* Frees the devices (after the event loop stopped: no handler may run). */
 void vm_devices_destroy(struct mote_vm *vm);

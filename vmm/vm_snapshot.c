@@ -1,0 +1,470 @@
+/* Snapshots of a paused VM and VMs restored from them (mote.h: mote_vm_snapshot,
+ * mote_vm_restore). A state file holds, in this order: the setup (vm_setup.h), the
+ * VM-wide KVM state (clock, PIC, IOAPIC, PIT), the devices, and each vCPU; the memory
+ * file holds guest RAM (snapshot_memory.h). A restore builds the same machine from the
+ * setup, maps the memory file, then loads the clock and interrupt controllers, the
+ * devices, and the vCPUs, as Firecracker does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "snapshot_memory.h"
+#include "vm.h"
+#include "vm_devices.h"
+
+#define SNAP_TAG_VM SNAP_TAG('K', 'V', 'M', 'S')
+
+/* KVM_GET_IRQCHIP's chips with the in-kernel irqchip (api.rst 4.26). */
+static const uint32_t vm_irqchips[] = {KVM_IRQCHIP_PIC_MASTER, KVM_IRQCHIP_PIC_SLAVE,
+				       KVM_IRQCHIP_IOAPIC};
+
+static int vm_ioctl_error(struct mote_vm *vm, const char *what)
+{
+	int err = -errno;
+
+	log_error(&vm->log, "%s: %s", what, strerror(errno));
+	return err;
+}
+
+static int vm_kvm_state_save(struct mote_vm *vm, struct snap_writer *w)
+{
+	struct kvm_pit_state2 pit;
+
+	snap_begin(w, SNAP_TAG_VM);
+	snap_put_u64(w, vm->paused_clock.clock);
+	for (unsigned i = 0; i < sizeof(vm_irqchips) / sizeof(vm_irqchips[0]); i++) {
+		struct kvm_irqchip chip = {.chip_id = vm_irqchips[i]};
+		if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &chip) < 0)
+			return vm_ioctl_error(vm, "KVM_GET_IRQCHIP");
+		snap_put_blob(w, &chip, sizeof(chip));
+	}
+	if (ioctl(vm->vm_fd, KVM_GET_PIT2, &pit) < 0)
+		return vm_ioctl_error(vm, "KVM_GET_PIT2");
+	snap_put_blob(w, &pit, sizeof(pit));
+	snap_end(w);
+	return 0;
+}
+
+static int vm_kvm_state_load(struct mote_vm *vm, struct snap_reader *r)
+{
+	struct snap_reader s;
+	struct kvm_irqchip chips[3];
+	struct kvm_pit_state2 pit;
+
+	snap_section(r, SNAP_TAG_VM, &s);
+	/* flags 0: the saved value itself, not advanced by the real time since (api.rst
+	 * 4.98, KVM_CLOCK_REALTIME): the guest's clock goes on from where it stopped and
+	 * never backwards. */
+	struct kvm_clock_data clock = {.clock = snap_get_u64(&s)};
+	for (unsigned i = 0; i < 3; i++) {
+		snap_get_blob(&s, &chips[i], sizeof(chips[i]));
+		if (!s.error && chips[i].chip_id != vm_irqchips[i])
+			snap_fail(&s, "interrupt controllers out of order");
+	}
+	snap_get_blob(&s, &pit, sizeof(pit));
+	snap_reader_finish(&s);
+	if (s.error)
+		return snap_fail(r, s.failure);
+	if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &clock) < 0)
+		return vm_ioctl_error(vm, "KVM_SET_CLOCK");
+	for (unsigned i = 0; i < 3; i++) {
+		if (ioctl(vm->vm_fd, KVM_SET_IRQCHIP, &chips[i]) < 0)
+			return vm_ioctl_error(vm, "KVM_SET_IRQCHIP");
+	}
+	if (ioctl(vm->vm_fd, KVM_SET_PIT2, &pit) < 0)
+		return vm_ioctl_error(vm, "KVM_SET_PIT2");
+	vm->paused_clock.clock = clock.clock;
+	vm->clock_saved = true;
+	return 0;
+}
+
+/* Dirty pages: KVM's log of each slot (api.rst 4.37: reading it clears it) and the
+ * monitor's own writes, gathered into vm->dirty, which only a snapshot that succeeded
+ * clears: a failed one loses nothing for the next. */
+static int vm_collect_dirty(struct mote_vm *vm)
+{
+	uint64_t words = (snapshot_memory_pages(&vm->mem) + 63) / 64;
+
+	if (!vm->dirty && !(vm->dirty = calloc(words, sizeof(uint64_t))))
+		return -ENOMEM;
+	for (unsigned i = 0; i < vm->mem.region_count; i++) {
+		const struct guest_memory_region *region = &vm->mem.regions[i];
+		uint64_t pages = region->size / GUEST_PAGE_SIZE;
+		uint64_t *log = calloc((pages + 63) / 64, sizeof(uint64_t));
+		if (!log)
+			return -ENOMEM;
+		struct kvm_dirty_log dirty_log = {.slot = i, .dirty_bitmap = log};
+		if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &dirty_log) < 0) {
+			int err = vm_ioctl_error(vm, "KVM_GET_DIRTY_LOG");
+			free(log);
+			return err;
+		}
+		uint64_t first = (uint64_t)(region->host - vm->mem.base) / GUEST_PAGE_SIZE;
+		for (uint64_t p = 0; p < pages; p++) {
+			if ((log[p / 64] >> (p % 64)) & 1)
+				vm->dirty[(first + p) / 64] |= 1ULL << ((first + p) % 64);
+		}
+		free(log);
+	}
+	guest_memory_collect_dirty(&vm->mem, vm->dirty);
+	return 0;
+}
+
+/* A file written under a temporary name next to its final one, renamed when complete. */
+struct vm_output {
+	const char *path;
+	char temp[4096 + 32];
+	int fd;
+};
+
+static int vm_output_open(struct mote_vm *vm, struct vm_output *out, const char *path)
+{
+	out->path = path;
+	out->fd = -1;
+	if ((size_t)snprintf(out->temp, sizeof(out->temp), "%s.tmp-%d", path, (int)getpid()) >=
+	    sizeof(out->temp)) {
+		log_error(&vm->log, "%s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	out->fd = open(out->temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (out->fd < 0) {
+		int err = -errno;
+		log_error(&vm->log, "%s: %s", out->temp, strerror(errno));
+		return err;
+	}
+	return 0;
+}
+
+/* Makes the file appear under its name; 0 or a negative errno. */
+static int vm_output_commit(struct mote_vm *vm, struct vm_output *out)
+{
+	if (fchmod(out->fd, 0644) < 0 || fsync(out->fd) < 0 || close(out->fd) < 0) {
+		int err = -errno;
+		log_error(&vm->log, "%s: %s", out->temp, strerror(errno));
+		out->fd = -1;
+		return err;
+	}
+	out->fd = -1;
+	if (rename(out->temp, out->path) < 0) {
+		int err = -errno;
+		log_error(&vm->log, "%s: %s", out->path, strerror(errno));
+		return err;
+	}
+	out->temp[0] = '\0';
+	return 0;
+}
+
+/* Removes what was not committed. */
+static void vm_output_abandon(struct vm_output *out)
+{
+	if (out->fd >= 0)
+		close(out->fd);
+	out->fd = -1;
+	if (out->temp[0])
+		unlink(out->temp);
+	out->temp[0] = '\0';
+}
+
+static int vm_state_build(struct mote_vm *vm, struct snap_writer *w)
+{
+	if (!vm->msr_list.indices) {
+		int ret = vcpu_msr_list_read(vm->kvm.fd, &vm->msr_list, &vm->log);
+		if (ret)
+			return ret;
+	}
+	vm_setup_save(&vm->setup, w);
+	int ret = vm_kvm_state_save(vm, w);
+	if (!ret)
+		ret = vm_devices_save(vm, w);
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
+		ret = vcpu_state_save(&vm->vcpus[i], &vm->msr_list, w);
+	if (!ret && w->error) {
+		ret = w->error;
+		log_error(&vm->log, "building the state file: %s", strerror(-ret));
+	}
+	return ret;
+}
+
+static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_params *params)
+{
+	struct vm_output state = {.fd = -1}, memory = {.fd = -1};
+	struct snap_writer w;
+	int ret;
+
+	if (mote_vm_get_state(vm) != MOTE_VM_PAUSED) {
+		log_error(&vm->log, "snapshot: the VM must be paused first");
+		return -EINVAL;
+	}
+	bool diff = params->type == MOTE_SNAPSHOT_DIFF;
+	if (diff && !vm->track_dirty) {
+		log_error(&vm->log, "a diff snapshot needs dirty-page tracking (track_dirty_pages)");
+		return -EINVAL;
+	}
+	ret = vm->track_dirty ? vm_collect_dirty(vm) : 0;
+	if (ret)
+		return ret;
+	snap_writer_init(&w);
+	ret = vm_output_open(vm, &memory, params->mem_path);
+	if (!ret)
+		ret = snapshot_memory_write(&vm->mem, diff ? vm->dirty : NULL, memory.fd,
+					    params->mem_path, &vm->log);
+	/* The disks' layers last before the state: freezing changes the running disks. */
+	if (!ret)
+		ret = vm_devices_freeze_disks(vm, params->state_path);
+	if (!ret)
+		ret = vm_state_build(vm, &w);
+	if (!ret)
+		ret = vm_output_open(vm, &state, params->state_path);
+	if (!ret) {
+		ret = snap_writer_write(&w, state.fd);
+		if (ret)
+			log_error(&vm->log, "%s: %s", state.temp, strerror(-ret));
+	}
+	if (!ret)
+		ret = vm_output_commit(vm, &memory);
+	if (!ret)
+		ret = vm_output_commit(vm, &state);
+	vm_output_abandon(&memory);
+	vm_output_abandon(&state);
+	snap_writer_free(&w);
+	if (!ret && vm->dirty)
+		memset(vm->dirty, 0,
+		       (snapshot_memory_pages(&vm->mem) + 63) / 64 * sizeof(uint64_t));
+	if (!ret)
+		log_info(&vm->log, "%s snapshot written to %s and %s", diff ? "diff" : "full",
+			 params->state_path, params->mem_path);
+	return ret;
+}
+
+int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params)
+{
+	if (!params || !params->state_path || !params->state_path[0] || !params->mem_path ||
+	    !params->mem_path[0]) {
+		log_error(&vm->log, "snapshot: a state file and a memory file are required");
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&vm->pause_lock);
+	int ret = vm_snapshot_locked(vm, params);
+	pthread_mutex_unlock(&vm->pause_lock);
+	return ret;
+}
+
+/* Restore. */
+
+void mote_restore_config_init(struct mote_restore_config *config)
+{
+	memset(config, 0, sizeof(*config));
+	config->console = MOTE_CONSOLE_FDS;
+	config->console_in_fd = STDIN_FILENO;
+	config->console_out_fd = STDOUT_FILENO;
+}
+
+/* The whole state file in memory, at most a header and SNAP_MAX_PAYLOAD. */
+static int vm_read_state_file(const char *path, uint8_t **data, size_t *len,
+			      const struct mote_log *log)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	*data = NULL;
+	if (fd < 0) {
+		int err = -errno;
+		log_error(log, "state file %s: %s", path, strerror(errno));
+		return err;
+	}
+	int ret = 0;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		log_error(log, "state file %s: not a regular file", path);
+		ret = -EINVAL;
+	} else if ((uint64_t)st.st_size > SNAP_HEADER_SIZE + (uint64_t)SNAP_MAX_PAYLOAD) {
+		log_error(log, "state file %s: too large for a mote snapshot", path);
+		ret = -EPROTO;
+	} else if (!(*data = malloc(st.st_size ? (size_t)st.st_size : 1))) {
+		ret = -ENOMEM;
+	} else {
+		size_t got = 0;
+		while (got < (size_t)st.st_size) {
+			ssize_t n = read(fd, *data + got, (size_t)st.st_size - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				ret = n < 0 ? -errno : -EIO;
+				log_error(log, "state file %s: %s", path, strerror(-ret));
+				break;
+			}
+			got += (size_t)n;
+		}
+		*len = got;
+	}
+	close(fd);
+	if (ret) {
+		free(*data);
+		*data = NULL;
+	}
+	return ret;
+}
+
+static int vm_apply_overrides(struct vm_setup *setup, const struct mote_restore_config *config,
+			      const struct mote_log *log)
+{
+	int ret = 0;
+
+	if (config->disk_override_count > MOTE_MAX_DISKS ||
+	    config->net_override_count > MOTE_MAX_NETS ||
+	    config->mem_diff_count > MOTE_MAX_MEM_DIFFS) {
+		log_error(log, "restore: too many overrides or diff files");
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < config->disk_override_count && !ret; i++) {
+		const struct mote_disk_override *o = &config->disk_overrides[i];
+		int d = o->disk ? vm_setup_find_disk(setup, o->disk) : -1;
+		if (d < 0) {
+			log_error(log, "restore: the snapshot has no disk named %s",
+				  o->disk ? o->disk : "(none)");
+			return -EINVAL;
+		}
+		if (o->path)
+			ret = vm_setup_set(&setup->disks[d].path, o->path);
+		if (!ret && o->overlay)
+			ret = vm_setup_set(&setup->disks[d].overlay, o->overlay);
+	}
+	for (unsigned i = 0; i < config->net_override_count && !ret; i++) {
+		const struct mote_net_override *o = &config->net_overrides[i];
+		int n = o->nic ? vm_setup_find_net(setup, o->nic) : -1;
+		if (n < 0 || !o->tap || !o->tap[0]) {
+			log_error(log, "restore: the snapshot has no network interface named %s, "
+				       "or no TAP given for it",
+				  o->nic ? o->nic : "(none)");
+			return -EINVAL;
+		}
+		ret = vm_setup_set(&setup->nets[n].tap, o->tap);
+	}
+	if (!ret && config->vsock_uds_path) {
+		if (!setup->vsock_cid) {
+			log_error(log, "restore: the snapshot has no vsock device");
+			return -EINVAL;
+		}
+		ret = vm_setup_set(&setup->vsock_uds_path, config->vsock_uds_path);
+	}
+	return ret;
+}
+
+/* Everything after the setup: memory diffs, KVM state, devices, vCPUs. */
+static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config *config,
+			    struct snap_reader *payload)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < config->mem_diff_count && !ret; i++) {
+		const char *path = config->mem_diff_paths[i];
+		int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd < 0) {
+			ret = path ? -errno : -EINVAL;
+			log_error(&vm->log, "diff memory file %s: %s", path ? path : "(none)",
+				  strerror(-ret));
+			break;
+		}
+		ret = snapshot_memory_apply_diff(&vm->mem, fd, path, &vm->log);
+		close(fd);
+	}
+	if (!ret)
+		ret = vm_kvm_state_load(vm, payload);
+	if (!ret)
+		ret = vm_devices_load(vm, payload);
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++) {
+		ret = vcpu_open(&vm->vcpus[i], vm, i);
+		if (!ret)
+			ret = vcpu_state_load(&vm->vcpus[i], payload);
+	}
+	if (!ret)
+		ret = snap_reader_finish(payload);
+	if (payload->error) {
+		log_error(&vm->log, "state file %s: %s", config->state_path,
+			  payload->failure ? payload->failure : "malformed");
+		return -EPROTO;
+	}
+	return ret;
+}
+
+int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out)
+{
+	struct mote_log log = {config->log, config->log_opaque};
+	struct snap_reader payload;
+	struct vm_setup setup;
+	struct mote_config vm_config;
+	const char *why = NULL;
+	uint8_t *file;
+	size_t len = 0;
+
+	*vm_out = NULL;
+	if (!config->state_path || !config->mem_path) {
+		log_error(&log, "restore: a state file and a memory file are required");
+		return -EINVAL;
+	}
+	int ret = vm_read_state_file(config->state_path, &file, &len, &log);
+	if (ret)
+		return ret;
+	if (snap_reader_open(&payload, file, len, &why) != 0) {
+		log_error(&log, "state file %s: %s", config->state_path, why);
+		free(file);
+		return -EPROTO;
+	}
+	vm_setup_load(&setup, &payload);
+	if (payload.error) {
+		log_error(&log, "state file %s: %s", config->state_path, payload.failure);
+		vm_setup_free(&setup);
+		free(file);
+		return -EPROTO;
+	}
+	ret = vm_apply_overrides(&setup, config, &log);
+	mote_config_init(&vm_config);
+	vm_setup_to_config(&setup, &vm_config);
+	vm_config.kernel_path = "(snapshot)";
+	vm_config.track_dirty_pages = config->track_dirty_pages;
+	vm_config.console = config->console;
+	vm_config.console_in_fd = config->console_in_fd;
+	vm_config.console_out_fd = config->console_out_fd;
+	vm_config.console_path = config->console_path;
+	vm_config.log = config->log;
+	vm_config.log_opaque = config->log_opaque;
+	if (!ret)
+		ret = vm_check_config(&vm_config, &log);
+	int mem_fd = -1;
+	if (!ret && (mem_fd = open(config->mem_path, O_RDONLY | O_CLOEXEC)) < 0) {
+		ret = -errno;
+		log_error(&log, "memory file %s: %s", config->mem_path, strerror(errno));
+	}
+	struct mote_vm *vm = NULL;
+	if (!ret && !(vm = vm_new(&log, setup.cpus, config->start_monotonic_ns)))
+		ret = -ENOMEM;
+	if (!ret) {
+		*vm_out = vm;
+		/* The VM's setup is the snapshot's, with its disks' frozen layers; vm_config
+		 * borrows its strings, so it moves over whole. */
+		vm->setup = setup;
+		memset(&setup, 0, sizeof(setup));
+		ret = vm_build(vm, &vm_config, mem_fd);
+		mem_fd = -1; /* vm_build's now */
+	}
+	if (!ret)
+		ret = vm_restore_state(vm, config, &payload);
+	if (!ret) {
+		vm_devices_restored(vm);
+		vm->state = config->paused ? MOTE_VM_PAUSED : MOTE_VM_CREATED;
+		log_debug(&vm->log, "restored from %s", config->state_path);
+	}
+	if (mem_fd >= 0)
+		close(mem_fd);
+	vm_setup_free(&setup);
+	free(file);
+	if (ret) {
+		mote_vm_destroy(vm);
+		*vm_out = NULL;
+	}
+	return ret;
+}
