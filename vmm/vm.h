@@ -71,6 +71,7 @@ struct mote_vm {
 	struct vcpu_msr_list msr_list; /* what a snapshot saves of each vCPU; read at need */
 
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
+	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
 	bool track_dirty;      /* KVM dirty log on the memory slots, monitor writes recorded */
 	uint64_t *dirty;       /* pages written since the last snapshot, gathered (vm_snapshot.c) */
 	bool panic_seen;
@@ -107,6 +108,10 @@ int vm_pause_locked(struct mote_vm *vm);
 int vm_resume_locked(struct mote_vm *vm);
 
 int64_t vm_now_ns(void);
+
+/* "12.345": ns as milliseconds with three decimals, for messages. */
+#define VM_MS_FMT "%lld.%03lld"
+#define VM_MS_ARGS(ns) (long long)((ns) / 1000000), (long long)((ns) / 1000 % 1000)
 
 /* Starts a monitor thread with a small stack. glibc's default is 8 MiB, and with
  * transparent huge pages on, the first touch of such a stack costs a 2 MiB page of RSS;

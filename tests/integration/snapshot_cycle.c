@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 	remove(console);
 	snprintf(cmdline, sizeof(cmdline),
 		 "console=ttyS0 reboot=k panic=1 quiet mote.run=\"i=0; while :; do "
-		 "i=\\$((i+1)); echo count=\\$i; sleep 0.05; done\"");
+		 "i=$((i+1)); echo count=$i; sleep 0.05; done\"");
 	config.kernel_path = argv[1];
 	config.initrd_path = argv[2];
 	config.cmdline = cmdline;
