@@ -113,7 +113,8 @@ static const char *mmio_status_problem(const struct virtio_mmio *mmio, const str
 	if (features_ok &&
 	    ((s->driver_features & ~offered) || !(s->driver_features & VIRTIO_FEATURE_VERSION_1)))
 		return "virtio-mmio: negotiated features the device does not offer";
-	if (s->activated && (!driver_ok || failed))
+	/* A driver may give up (FAILED) on a started device; it stays started. */
+	if (s->activated && !driver_ok)
 		return "virtio-mmio: a started device without DRIVER_OK";
 	/* DRIVER_OK without a start is only a device that failed to start. */
 	if (driver_ok && !failed && !s->activated &&

@@ -352,6 +352,19 @@ static void device_not_started_yet_is_not_started_by_a_load(void **state)
 	assert_true(f->fake[1].dev.activated);
 }
 
+static void started_device_the_driver_gave_up_on_loads_as_it_was(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_reader r;
+
+	bring_up(f);
+	wr(f, 0, VIRTIO_MMIO_STATUS, rd(f, 0, VIRTIO_MMIO_STATUS) | VIRTIO_STATUS_FAILED);
+	save(f);
+	assert_int_equal(load(f, &r), 0);
+	assert_int_equal(rd(f, 1, VIRTIO_MMIO_STATUS), rd(f, 0, VIRTIO_MMIO_STATUS));
+	assert_true(f->fake[1].dev.activated);
+}
+
 static void device_that_cannot_start_again_fails_the_load_at_power_on(void **state)
 {
 	struct fixture *f = *state;
@@ -592,6 +605,7 @@ int main(void)
 	    TEST(loaded_transport_reads_like_the_saved_one),
 	    TEST(loaded_device_that_was_started_is_started_again_and_served),
 	    TEST(device_not_started_yet_is_not_started_by_a_load),
+	    TEST(started_device_the_driver_gave_up_on_loads_as_it_was),
 	    TEST(device_that_cannot_start_again_fails_the_load_at_power_on),
 	    TEST(restored_serves_every_ready_queue_and_raises_a_pending_interrupt),
 	    TEST(restored_device_the_driver_never_started_is_left_alone),
