@@ -1,5 +1,6 @@
 #include "i8042.h"
 
+#include <errno.h>
 #include <string.h>
 
 /* Commands and status bits from the IBM PC/AT keyboard controller; Linux uses these in
@@ -61,4 +62,28 @@ void i8042_command_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t
 	default:
 		break;
 	}
+}
+
+void i8042_save(const struct i8042 *dev, struct snap_writer *w)
+{
+	snap_put_u8(w, dev->control);
+	snap_put_bool(w, dev->expect_control);
+	snap_put_bool(w, dev->output_full);
+	snap_put_u8(w, dev->output);
+}
+
+int i8042_load(struct i8042 *dev, struct snap_reader *r)
+{
+	uint8_t control = snap_get_u8(r);
+	bool expect_control = snap_get_bool(r);
+	bool output_full = snap_get_bool(r);
+	uint8_t output = snap_get_u8(r);
+
+	if (r->error)
+		return -EINVAL;
+	dev->control = control;
+	dev->expect_control = expect_control;
+	dev->output_full = output_full;
+	dev->output = output;
+	return 0;
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../vmm/snapshot_stream.h"
+
 #define I8042_DATA_PORT 0x60
 #define I8042_COMMAND_PORT 0x64
 
@@ -25,5 +27,10 @@ void i8042_init(struct i8042 *dev, void (*reset)(void *), void *opaque);
 void i8042_data_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write);
 void i8042_command_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len,
 			  bool is_write);
+
+/* Snapshots: the command byte and the output buffer, fields only, inside a section the
+ * caller opened. A load that fails marks r failed, returns -EINVAL and changes nothing. */
+void i8042_save(const struct i8042 *dev, struct snap_writer *w);
+int i8042_load(struct i8042 *dev, struct snap_reader *r);
 
 #endif

@@ -232,3 +232,66 @@ unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count)
 	pthread_mutex_unlock(&s->lock);
 	return taken;
 }
+
+void serial_save(struct serial *s, struct snap_writer *w)
+{
+	pthread_mutex_lock(&s->lock);
+	snap_put_u8(w, s->ier);
+	snap_put_u8(w, s->lcr);
+	snap_put_u8(w, s->mcr);
+	snap_put_u8(w, s->scr);
+	snap_put_u8(w, s->dll);
+	snap_put_u8(w, s->dlm);
+	snap_put_u8(w, s->fcr);
+	snap_put_bool(w, s->thr_interrupt);
+	snap_put_u16(w, (uint16_t)s->rx_count);
+	for (unsigned i = 0; i < s->rx_count; i++)
+		snap_put_u8(w, s->rx[(s->rx_head + i) % SERIAL_RX_FIFO]);
+	snap_put_u16(w, (uint16_t)s->line_len);
+	snap_put_bytes(w, s->line, s->line_len);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int serial_load(struct serial *s, struct snap_reader *r)
+{
+	uint8_t ier = snap_get_u8(r), lcr = snap_get_u8(r), mcr = snap_get_u8(r);
+	uint8_t scr = snap_get_u8(r), dll = snap_get_u8(r), dlm = snap_get_u8(r);
+	uint8_t fcr = snap_get_u8(r);
+	bool thr_interrupt = snap_get_bool(r);
+	uint8_t rx[SERIAL_RX_FIFO];
+	char line[SERIAL_LINE_MAX];
+
+	uint16_t rx_count = snap_get_u16(r);
+	if (!r->error && rx_count > SERIAL_RX_FIFO)
+		return snap_fail(r, "serial: more received bytes than its FIFO holds");
+	snap_get_bytes(r, rx, rx_count);
+	uint16_t line_len = snap_get_u16(r);
+	if (!r->error && line_len >= SERIAL_LINE_MAX)
+		return snap_fail(r, "serial: an output line longer than the device keeps");
+	snap_get_bytes(r, line, line_len);
+	if (r->error)
+		return -EINVAL;
+	/* The bits serial_write() keeps. */
+	if ((ier & ~0x0f) || (mcr & ~0x1f) || (fcr & ~0xc9))
+		return snap_fail(r, "serial: a register holds bits the UART does not have");
+
+	pthread_mutex_lock(&s->lock);
+	s->ier = ier;
+	s->lcr = lcr;
+	s->mcr = mcr;
+	s->scr = scr;
+	s->dll = dll;
+	s->dlm = dlm;
+	s->fcr = fcr;
+	s->thr_interrupt = thr_interrupt;
+	memcpy(s->rx, rx, rx_count);
+	s->rx_head = 0;
+	s->rx_count = rx_count;
+	memcpy(s->line, line, line_len);
+	s->line_len = line_len;
+	/* The interrupt controller's line starts low in a new VM. */
+	s->irq_level = false;
+	serial_update_irq(s);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}

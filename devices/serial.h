@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../vmm/snapshot_stream.h"
+
 #define SERIAL_COM1_ADDR 0x3f8
 #define SERIAL_COM1_IRQ 4
 #define SERIAL_REG_COUNT 8
@@ -51,5 +53,17 @@ void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, b
 
 /* Queues guest input; returns how many bytes fit (the rest must be retried). */
 unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count);
+
+/* Snapshots: every register the guest can read back (IER, LCR, MCR, SCR, FCR, the
+ * divisor latch; IIR, LSR and MSR follow from these, the pending THR-empty interrupt
+ * and the receive FIFO, which is saved with its bytes in order) and the line being
+ * watched for a panic. Fields only, inside a section the caller opened. */
+void serial_save(struct serial *s, struct snap_writer *w);
+
+/* Loads what serial_save() wrote; a value the registers cannot hold marks r failed and
+ * returns -EINVAL, leaving s as it was. On success the interrupt line is set again from
+ * the loaded state (ops->set_irq), the interrupt controller having been restored
+ * before: a pending interrupt is raised, at worst once more than needed. */
+int serial_load(struct serial *s, struct snap_reader *r);
 
 #endif

@@ -21,6 +21,7 @@
 
 #include <linux/fs.h>
 
+#include "../vmm/snapshot_stream.h"
 #include "blk.h"
 #include "blk_request.h"
 
@@ -117,6 +118,17 @@ static void blk_take_chains(struct virtio_blk *blk)
 	}
 }
 
+/* Answers the request of a completion that finished it, or queues its next step. */
+static void blk_take_completion(struct virtio_blk *blk, struct io_uring_cqe *cqe)
+{
+	struct blk_request *req = io_uring_cqe_get_data(cqe);
+	int res = cqe->res;
+
+	io_uring_cqe_seen(&blk->disk.ring, cqe);
+	if (blk_request_complete(&blk->disk, req, res))
+		blk_push(blk, req);
+}
+
 /* The event-loop handler of the ring's eventfd: answers the requests that finished and
  * continues those that need more I/O (short transfers, further ranges). */
 static void blk_on_completion(void *opaque)
@@ -132,13 +144,8 @@ static void blk_on_completion(void *opaque)
 
 	pthread_mutex_lock(&dev->lock);
 	uint16_t old_used_idx = blk_queue(blk)->used_idx;
-	while (io_uring_peek_cqe(&blk->disk.ring, &cqe) == 0) {
-		struct blk_request *req = io_uring_cqe_get_data(cqe);
-		int res = cqe->res;
-		io_uring_cqe_seen(&blk->disk.ring, cqe);
-		if (blk_request_complete(&blk->disk, req, res))
-			blk_push(blk, req);
-	}
+	while (io_uring_peek_cqe(&blk->disk.ring, &cqe) == 0)
+		blk_take_completion(blk, cqe);
 	blk_submit(blk);
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
@@ -233,6 +240,56 @@ static void blk_reset(struct vdev *dev)
 	blk->broken = false;
 }
 
+/* Snapshots. */
+
+/* Answers every request in flight, waiting on io_uring itself: while the VM is paused
+ * the event thread, which reaps completions, is stopped. What the driver had made
+ * available and the device had not taken yet stays in the ring for later. */
+static void blk_quiesce(struct vdev *dev)
+{
+	struct virtio_blk *blk = dev->impl;
+	uint16_t old_used_idx = blk_queue(blk)->used_idx;
+
+	while (blk->disk.in_flight > 0) {
+		struct io_uring_cqe *cqe;
+
+		blk_submit(blk);
+		int err = io_uring_wait_cqe(&blk->disk.ring, &cqe);
+		if (err == -EINTR || err == -EAGAIN)
+			continue;
+		if (err < 0) {
+			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,
+				  blk->disk.in_flight, strerror(-err));
+			break;
+		}
+		blk_take_completion(blk, cqe);
+	}
+	if (blk_queue(blk)->used_idx != old_used_idx)
+		vdev_notify_used(dev, 0, old_used_idx);
+}
+
+static int blk_save(struct vdev *dev, struct snap_writer *w)
+{
+	struct virtio_blk *blk = dev->impl;
+
+	/* A request in flight lives in this process only: it would be lost. */
+	if (blk->disk.in_flight > 0) {
+		log_error(&blk->log, "%s: %u requests still in flight", blk->name,
+			  blk->disk.in_flight);
+		return -EBUSY;
+	}
+	snap_put_bool(w, blk->broken);
+	return 0;
+}
+
+static int blk_load(struct vdev *dev, struct snap_reader *r)
+{
+	struct virtio_blk *blk = dev->impl;
+
+	blk->broken = snap_get_bool(r);
+	return r->error;
+}
+
 static const struct vdev_ops blk_ops = {
     .features = blk_features,
     .config_read = blk_config_read,
@@ -240,6 +297,9 @@ static const struct vdev_ops blk_ops = {
     .activate = blk_activate,
     .queue_notify = blk_queue_notify,
     .reset = blk_reset,
+    .quiesce = blk_quiesce,
+    .save = blk_save,
+    .load = blk_load,
 };
 
 /* Reports what failed with errno and returns it negated. */

@@ -6,7 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-static void mmio_eventfd_signal(int fd)
+void virtio_mmio_eventfd_signal(int fd)
 {
 	uint64_t one = 1;
 
@@ -18,7 +18,7 @@ static void mmio_eventfd_signal(int fd)
 static void mmio_raise(struct virtio_mmio *mmio, uint32_t cause)
 {
 	mmio->interrupt_status |= cause;
-	mmio_eventfd_signal(mmio->irq_fd);
+	virtio_mmio_eventfd_signal(mmio->irq_fd);
 }
 
 /* The driver broke a rule: the device stops and asks for a reset (§2.1.2), and a driver
@@ -63,14 +63,14 @@ static const struct vdev_transport_ops mmio_transport_ops = {
     .needs_reset = mmio_device_needs_reset,
 };
 
-static uint64_t mmio_device_features(const struct virtio_mmio *mmio)
+uint64_t virtio_mmio_offered_features(const struct virtio_mmio *mmio)
 {
 	return mmio->dev->ops->features(mmio->dev) | VIRTIO_FEATURE_VERSION_1;
 }
 
 /* Back to the state after power-on (§2.4): the device forgets its queues and what was
  * negotiated. */
-static void mmio_reset(struct virtio_mmio *mmio)
+void virtio_mmio_reset(struct virtio_mmio *mmio)
 {
 	struct vdev *dev = mmio->dev;
 
@@ -93,7 +93,7 @@ static void mmio_reset(struct virtio_mmio *mmio)
  * otherwise the driver reads it back unset and gives up (§2.2.2, §3.1.1). */
 static bool mmio_features_acceptable(const struct virtio_mmio *mmio)
 {
-	uint64_t offered = mmio_device_features(mmio);
+	uint64_t offered = virtio_mmio_offered_features(mmio);
 
 	return (mmio->driver_features & ~offered) == 0 &&
 	       (mmio->driver_features & VIRTIO_FEATURE_VERSION_1);
@@ -105,7 +105,7 @@ static void mmio_write_status(struct virtio_mmio *mmio, uint32_t value)
 	uint32_t added = value & ~mmio->status;
 
 	if (value == 0) {
-		mmio_reset(mmio);
+		virtio_mmio_reset(mmio);
 		return;
 	}
 	/* §2.1.2: the driver never clears a bit; a write that tries is ignored. */
@@ -205,7 +205,8 @@ static uint32_t mmio_read_register(struct virtio_mmio *mmio, uint64_t offset)
 	case VIRTIO_MMIO_DEVICE_FEATURES:
 		if (mmio->device_features_sel > 1)
 			return 0;
-		return (uint32_t)(mmio_device_features(mmio) >> (32 * mmio->device_features_sel));
+		return (uint32_t)(virtio_mmio_offered_features(mmio) >>
+				  (32 * mmio->device_features_sel));
 	case VIRTIO_MMIO_QUEUE_NUM_MAX:
 		return mmio_queue_selected(mmio) ? dev->queue_max_size : 0;
 	case VIRTIO_MMIO_QUEUE_READY:
@@ -250,7 +251,7 @@ static void mmio_write_register(struct virtio_mmio *mmio, uint64_t offset, uint3
 		/* Normally KVM's ioeventfd takes this write; when it reaches us, hand it to
 		 * the event thread the same way, so queues are only ever served there. */
 		if (value < mmio->dev->queue_count)
-			mmio_eventfd_signal(mmio->notifiers[value].fd);
+			virtio_mmio_eventfd_signal(mmio->notifiers[value].fd);
 		break;
 	case VIRTIO_MMIO_INTERRUPT_ACK:
 		mmio->interrupt_status &= ~value;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../vmm/log.h"
+#include "../vmm/snapshot_stream.h"
 #include "vdev.h"
 
 #define VIRTIO_MMIO_WINDOW 0x1000
@@ -101,6 +102,39 @@ void virtio_mmio_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t l
 /* The event-loop handler of one notify fd (opaque is a struct virtio_mmio_notifier):
  * consumes the eventfd and hands the queue to the device when it is live. */
 void virtio_mmio_notify_handler(void *opaque);
+
+/* Snapshots (mmio_state.c; the device's own part through vdev_ops). Each takes
+ * dev->lock; the VM is paused, or restored and not yet started. */
+
+/* Has the device finish what it has in flight (vdev_ops.quiesce). */
+void virtio_mmio_quiesce(struct virtio_mmio *mmio);
+
+/* Appends the transport's state (registers the driver wrote, each queue's serialisable
+ * state) and then the device's (vdev_ops.save) to w, inside a section the caller opened.
+ * 0 or the device's negative errno. */
+int virtio_mmio_save(struct virtio_mmio *mmio, struct snap_writer *w);
+
+/* Loads what virtio_mmio_save() wrote into a transport whose device was built with the
+ * same options (its own state is replaced). Everything is checked as the register path
+ * checks it: status bits a driver can reach, negotiated features a subset of those
+ * offered, queue sizes powers of two up to the device's maximum, rings aligned and in
+ * guest RAM. A device the driver had started is activated again. -EINVAL with r failed
+ * (snap_fail) for a value out of range or a different device; another negative errno
+ * (message logged) when the device cannot start. On failure the transport and device
+ * are back at power-on. */
+int virtio_mmio_load(struct virtio_mmio *mmio, struct snap_reader *r);
+
+/* After every device was loaded: the device's backend starts (vdev_ops.restored), and
+ * since queue notifications and interrupts sent before the snapshot did not come along
+ * (eventfds are the old process's), every ready queue of a live device is served once
+ * and a pending interrupt is raised again; spurious ones are harmless (§2.7.10). */
+void virtio_mmio_restored(struct virtio_mmio *mmio);
+
+/* For mmio_state.c, with dev->lock held: back to power-on (§2.4); the features offered
+ * (the device's and VERSION_1); one signal on an eventfd (-1: none). */
+void virtio_mmio_reset(struct virtio_mmio *mmio);
+uint64_t virtio_mmio_offered_features(const struct virtio_mmio *mmio);
+void virtio_mmio_eventfd_signal(int fd);
 
 /* Closes the fds; the device itself belongs to its creator. */
 void virtio_mmio_destroy(struct virtio_mmio *mmio);

@@ -27,6 +27,7 @@
 #include <linux/if_ether.h>
 #include <linux/virtio_net.h>
 
+#include "../vmm/snapshot_stream.h"
 #include "net.h"
 
 #define NET_RX_QUEUE 0
@@ -300,10 +301,10 @@ static bool rx_stash_full(const struct virtio_net *net)
 	return rx->capacity >= NET_MAX_PACKET;
 }
 
-/* Adds a chain's writable part to the stash. A buffer too small for the header (with
- * MRG_RXBUF every buffer must hold one, §5.1.6.3.1; without, it must hold the whole
- * packet) goes back unused. */
-static void rx_stash_add(struct virtio_net *net, const struct virtq_chain *chain)
+/* Adds a chain's writable part to the stash; false, adding nothing, for a buffer too
+ * small for the header (with MRG_RXBUF every buffer must hold one, §5.1.6.3.1; without,
+ * it must hold the whole packet). rx_stash_add gives such a buffer back unused. */
+static bool rx_stash_take(struct virtio_net *net, const struct virtq_chain *chain)
 {
 	struct net_rx_stash *rx = &net->rx;
 	struct net_rx_buffer *buf = &rx->buf[rx->count];
@@ -315,15 +316,21 @@ static void rx_stash_add(struct virtio_net *net, const struct virtq_chain *chain
 		    (struct iovec){chain->seg[i].host, chain->seg[i].len};
 		buf->len += chain->seg[i].len;
 	}
-	if (buf->len < NET_HDR_LEN) {
-		(void)virtq_push(net_rxq(net), chain->head, 0);
-		net->stats.rx_bad_buffers++;
-		return;
-	}
+	if (buf->len < NET_HDR_LEN)
+		return false;
 	rx->count++;
 	rx->iov_count += buf->iov_count;
 	rx->capacity += buf->len;
 	rx->held[chain->head] = true;
+	return true;
+}
+
+static void rx_stash_add(struct virtio_net *net, const struct virtq_chain *chain)
+{
+	if (!rx_stash_take(net, chain)) {
+		(void)virtq_push(net_rxq(net), chain->head, 0);
+		net->stats.rx_bad_buffers++;
+	}
 }
 
 /* Tops the stash up from the receive queue. False when it stays empty: then, with
@@ -604,6 +611,46 @@ static void net_reset(struct vdev *dev)
 		log_warn(&net->log, "%s: clearing the backend's offloads failed", net->name);
 }
 
+/* Snapshots. Nothing is in flight between two calls: a transmitted chain is sent and
+ * used, or given back to its ring (tx_waiting). The receive buffers in the stash,
+ * though, are popped and not used: the snapshot names them, in order, and a load takes
+ * the same chains again from the restored ring, where guest memory still holds them. */
+static int net_save(struct vdev *dev, struct snap_writer *w)
+{
+	struct virtio_net *net = dev->impl;
+
+	snap_put_bool(w, net->broken);
+	snap_put_u16(w, (uint16_t)net->rx.count);
+	for (unsigned i = 0; i < net->rx.count; i++)
+		snap_put_u16(w, net->rx.buf[i].head);
+	return 0;
+}
+
+static int net_load(struct vdev *dev, struct snap_reader *r)
+{
+	struct virtio_net *net = dev->impl;
+	struct virtq *rxq = net_rxq(net), *txq = net_txq(net);
+
+	net->broken = snap_get_bool(r);
+	uint16_t count = snap_get_u16(r);
+	if (r->error)
+		return -EINVAL;
+	/* Exactly the chains the device owns: on rx those of the stash, on tx none. */
+	if (count != (uint16_t)(rxq->last_avail_idx - rxq->used_idx) ||
+	    txq->last_avail_idx != txq->used_idx)
+		return snap_fail(r, "virtio-net: the receive buffers held differ from the queue's");
+	for (unsigned i = 0; i < count; i++) {
+		uint16_t head = snap_get_u16(r);
+		if (r->error)
+			return -EINVAL;
+		if (head >= NET_QUEUE_SIZE || net->rx.held[head] || rx_stash_full(net) ||
+		    virtq_chain_at(rxq, head, &net->chain) != 0 || !rx_stash_take(net, &net->chain))
+			return snap_fail(r, "virtio-net: a receive buffer held is not one the "
+					    "device could have taken");
+	}
+	return 0;
+}
+
 static const struct vdev_ops net_ops = {
     .features = net_features,
     .config_read = net_config_read,
@@ -611,6 +658,8 @@ static const struct vdev_ops net_ops = {
     .activate = net_activate,
     .queue_notify = net_queue_notify,
     .reset = net_reset,
+    .save = net_save,
+    .load = net_load,
 };
 
 static bool mac_usable(const uint8_t mac[6])

@@ -36,6 +36,8 @@
 #define VDEV_MAX_QUEUES 8
 
 struct vdev;
+struct snap_reader;
+struct snap_writer;
 
 struct vdev_ops {
 	/* Feature bits the device offers; the transport adds VIRTIO_FEATURE_VERSION_1. */
@@ -53,6 +55,34 @@ struct vdev_ops {
 	/* The driver reset the device (§2.4): stop using the queues; requests in flight are
 	 * completed or cancelled before this returns, without touching the rings again. */
 	void (*reset)(struct vdev *dev);
+
+	/* Snapshots (issue 5). Each hook is optional: NULL means the device has nothing
+	 * to do there. Called with dev->lock held, while the VM is paused (no vCPU runs,
+	 * the event thread is stopped) or not yet started (a restore).
+	 *
+	 * quiesce: finish every request in flight synchronously and push it to the used
+	 * ring (interrupting as usual), so that nothing the guest sees depends on host
+	 * state a snapshot cannot hold. The device takes no new work by itself; it goes
+	 * on normally once the event thread runs again.
+	 *
+	 * save: the device's own state (not the transport's, nor its queues') after a
+	 * quiesce, appended to the transport's section. 0 or a negative errno (-EBUSY:
+	 * something is still in flight), with a message logged.
+	 *
+	 * load: reads what save wrote into a device just built with the same options,
+	 * whose queues the transport has already loaded (ready, indices, addresses) and
+	 * which is not activated yet. Every value is checked: anything out of range marks
+	 * r failed (snap_fail) and returns -EINVAL; the transport then resets the device,
+	 * so a half-loaded state never runs. Other negative errnos for host failures,
+	 * with a message logged.
+	 *
+	 * restored: every device of the VM is loaded and the transport activated again
+	 * where the driver had set DRIVER_OK; the backend may start (vsock resets the
+	 * guest's connections, which lived in the process that took the snapshot). */
+	void (*quiesce)(struct vdev *dev);
+	int (*save)(struct vdev *dev, struct snap_writer *w);
+	int (*load)(struct vdev *dev, struct snap_reader *r);
+	void (*restored)(struct vdev *dev);
 };
 
 /* What a device asks of its transport. */

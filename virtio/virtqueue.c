@@ -75,6 +75,28 @@ void virtq_reset(struct virtq *q)
 	*q = (struct virtq){.mem = mem};
 }
 
+int virtq_restore(struct virtq *q, struct guest_memory *mem, const struct virtq *saved)
+{
+	virtq_reset(q);
+	q->mem = mem;
+	if (!saved->ready) {
+		bool zero = saved->size == 0 && saved->last_avail_idx == 0 &&
+			    saved->used_idx == 0 && !saved->event_idx && saved->desc_addr == 0 &&
+			    saved->avail_addr == 0 && saved->used_addr == 0;
+		return zero ? 0 : -EINVAL;
+	}
+	/* The driver never has more than size chains outstanding (§2.7.13.1). */
+	if ((uint16_t)(saved->last_avail_idx - saved->used_idx) > saved->size)
+		return -EINVAL;
+	int err = virtq_configure(q, mem, saved->size, saved->desc_addr, saved->avail_addr,
+				  saved->used_addr, saved->event_idx);
+	if (err)
+		return err;
+	q->last_avail_idx = saved->last_avail_idx;
+	q->used_idx = saved->used_idx;
+	return 0;
+}
+
 /* One copy of a descriptor the driver may be rewriting; the fence keeps the compiler
  * from reading the guest's copy again later. */
 static bool read_desc(const struct virtq *q, uint64_t table, uint16_t idx, struct vring_desc *d)
@@ -192,6 +214,13 @@ int virtq_pop(struct virtq *q, struct virtq_chain *chain)
 		return err;
 	q->last_avail_idx++;
 	return 1;
+}
+
+int virtq_chain_at(const struct virtq *q, uint16_t head, struct virtq_chain *chain)
+{
+	if (!q->ready || head >= q->size)
+		return -EIO;
+	return walk_chain(q, head, chain);
 }
 
 int virtq_push(struct virtq *q, uint16_t head, uint32_t written)

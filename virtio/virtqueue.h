@@ -55,10 +55,22 @@ int virtq_configure(struct virtq *q, struct guest_memory *mem, uint16_t size, ui
 /* Forgets the rings; the queue is not ready until configured again. */
 void virtq_reset(struct virtq *q);
 
+/* Takes over a queue's serialisable state from a snapshot (saved: its fields up to mem)
+ * on mem. A ready queue is checked as virtq_configure() checks it, and the device may
+ * own at most size chains (last_avail_idx - used_idx); a queue that is not ready must
+ * be all zeros. -EINVAL, leaving q reset, when the state is not one a driver could have
+ * set up. */
+int virtq_restore(struct virtq *q, struct guest_memory *mem, const struct virtq *saved);
+
 /* Takes the next chain the driver made available: 1 and *chain filled in, 0 when there
  * is none (or the queue is not ready), -EIO when the queue or the chain is broken. On
  * -EIO nothing is consumed; the caller should set DEVICE_NEEDS_RESET. */
 int virtq_pop(struct virtq *q, struct virtq_chain *chain);
+
+/* Walks the chain at head as virtq_pop() would, touching no index: for a device that
+ * rebuilds, after a restore, what it held of the chains it had popped. 0 and *chain
+ * filled in; -EIO when the queue is not ready or head or its chain is broken. */
+int virtq_chain_at(const struct virtq *q, uint16_t head, struct virtq_chain *chain);
 
 /* Returns the chain at head to the driver with written bytes in its writable part, and
  * publishes the used index (§2.7.8). -EINVAL when head is not a descriptor index, -EIO

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vmm/snapshot_stream.h"
 #include "vsock.h"
 #include "vsock_mux.h"
 
@@ -234,6 +235,48 @@ static void vsock_reset(struct vdev *dev)
 	vs->complained = false;
 }
 
+/* §5.10.6.6: the guest drops every connection it has when it sees the event, and
+ * keeps its listening sockets; the device forgets its side of them. */
+static void vsock_reset_transport(struct virtio_vsock *vs)
+{
+	vsock_mux_reset(&vs->mux);
+	vs->tx_stalled = false;
+	vs->event_pending = true;
+	deliver_event(vs);
+}
+
+/* Snapshots: connections live in host sockets, which no snapshot holds, so beyond the
+ * queues (the transport's) there is only whether the device stopped and whether the
+ * guest is still owed an event. Nothing is in flight: each guest packet is taken whole
+ * and each reply written whole, or left in its ring. */
+static int vsock_save(struct vdev *dev, struct snap_writer *w)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	snap_put_bool(w, vs->broken);
+	snap_put_bool(w, vs->event_pending);
+	return 0;
+}
+
+static int vsock_load(struct vdev *dev, struct snap_reader *r)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	vs->broken = snap_get_bool(r);
+	vs->event_pending = snap_get_bool(r);
+	return r->error;
+}
+
+/* The guest's connections were with the process that took the snapshot: after a
+ * restore they are reset, as §5.10.6.6 describes for a migrated guest. */
+static void vsock_restored(struct vdev *dev)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	if (dev->activated && !vs->broken)
+		vsock_reset_transport(vs);
+}
+
 static const struct vdev_ops vsock_ops = {
     .features = vsock_features,
     .config_read = vsock_config_read,
@@ -241,15 +284,15 @@ static const struct vdev_ops vsock_ops = {
     .activate = vsock_activate,
     .queue_notify = vsock_queue_notify,
     .reset = vsock_reset,
+    .save = vsock_save,
+    .load = vsock_load,
+    .restored = vsock_restored,
 };
 
 void virtio_vsock_transport_reset(struct virtio_vsock *vs)
 {
 	pthread_mutex_lock(&vs->dev.lock);
-	vsock_mux_reset(&vs->mux);
-	vs->tx_stalled = false;
-	vs->event_pending = true;
-	deliver_event(vs);
+	vsock_reset_transport(vs);
 	pthread_mutex_unlock(&vs->dev.lock);
 }
 

@@ -128,24 +128,93 @@ void vm_devices_destroy(struct mote_vm *vm)
 	vm->vsock = NULL;
 }
 
-/* TEMPORARY until device state lands. */
+/* Device state in a snapshot: a list of the virtio devices first, so that a state file
+ * of another machine is refused before anything is loaded, then the legacy devices,
+ * then each virtio transport with its device in attach order, every one in a section of
+ * its own. The debug port keeps no state (its two values are events). */
+#define SNAP_TAG_DEVICES SNAP_TAG('D', 'E', 'V', 'S')
+#define SNAP_TAG_SERIAL SNAP_TAG('U', 'A', 'R', 'T')
+#define SNAP_TAG_I8042 SNAP_TAG('I', '8', '0', '4')
+#define SNAP_TAG_VIRTIO SNAP_TAG('V', 'M', 'M', 'O')
+
 int vm_devices_save(struct mote_vm *vm, struct snap_writer *w)
 {
-	(void)vm;
-	(void)w;
-	return 0;
+	const struct vm_virtio *virtio = &vm->virtio;
+	int ret = 0;
+
+	snap_begin(w, SNAP_TAG_DEVICES);
+	snap_put_u32(w, virtio->count);
+	for (unsigned i = 0; i < virtio->count; i++)
+		snap_put_u32(w, virtio->transports[i].dev->device_id);
+	snap_end(w);
+	snap_begin(w, SNAP_TAG_SERIAL);
+	serial_save(&vm->serial, w);
+	snap_end(w);
+	snap_begin(w, SNAP_TAG_I8042);
+	i8042_save(&vm->i8042, w);
+	snap_end(w);
+	for (unsigned i = 0; i < virtio->count && !ret; i++) {
+		snap_begin(w, SNAP_TAG_VIRTIO);
+		snap_put_u32(w, i);
+		ret = virtio_mmio_save(&vm->virtio.transports[i], w);
+		snap_end(w);
+	}
+	return ret;
+}
+
+/* Ends the load of section s of r: its failure, or bytes left unread, fail r. */
+static int vm_devices_section_end(struct snap_reader *r, struct snap_reader *s, int ret)
+{
+	if (!ret || s->error)
+		snap_reader_finish(s);
+	if (s->error)
+		return snap_fail(r, s->failure);
+	return ret;
+}
+
+/* The rebuilt VM must have the devices of the snapshot: same count, same kinds. */
+static int vm_devices_load_list(struct mote_vm *vm, struct snap_reader *r)
+{
+	struct snap_reader s;
+
+	snap_section(r, SNAP_TAG_DEVICES, &s);
+	uint32_t count = snap_get_u32(&s);
+	if (!s.error && count != vm->virtio.count)
+		snap_fail(&s, "devices: the snapshot has another number of virtio devices");
+	for (unsigned i = 0; i < vm->virtio.count && !s.error; i++) {
+		if (snap_get_u32(&s) != vm->virtio.transports[i].dev->device_id && !s.error)
+			snap_fail(&s, "devices: the snapshot has virtio devices of other kinds");
+	}
+	return vm_devices_section_end(r, &s, 0);
 }
 
 int vm_devices_load(struct mote_vm *vm, struct snap_reader *r)
 {
-	(void)vm;
-	(void)r;
-	return 0;
+	struct snap_reader s;
+	int ret = vm_devices_load_list(vm, r);
+
+	if (!ret) {
+		snap_section(r, SNAP_TAG_SERIAL, &s);
+		ret = vm_devices_section_end(r, &s, serial_load(&vm->serial, &s));
+	}
+	if (!ret) {
+		snap_section(r, SNAP_TAG_I8042, &s);
+		ret = vm_devices_section_end(r, &s, i8042_load(&vm->i8042, &s));
+	}
+	for (unsigned i = 0; i < vm->virtio.count && !ret; i++) {
+		snap_section(r, SNAP_TAG_VIRTIO, &s);
+		if (snap_get_u32(&s) != i && !s.error)
+			snap_fail(&s, "devices: virtio devices out of order");
+		int loaded = s.error ? -EINVAL : virtio_mmio_load(&vm->virtio.transports[i], &s);
+		ret = vm_devices_section_end(r, &s, loaded);
+	}
+	return ret;
 }
 
 void vm_devices_restored(struct mote_vm *vm)
 {
-	(void)vm;
+	for (unsigned i = 0; i < vm->virtio.count; i++)
+		virtio_mmio_restored(&vm->virtio.transports[i]);
 }
 
 int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path)

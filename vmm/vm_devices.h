@@ -14,12 +14,19 @@ struct mote_vm;
 int vm_devices_create(struct mote_vm *vm, const struct mote_config *config);
 
 /* The devices' state in a snapshot: the serial port, the i8042 and every virtio
- * transport with its device, in the order they were attached. */
+ * transport with its device, in the order they were attached, each in a section of its
+ * own after a list of the virtio devices' kinds. Save runs on a paused VM whose devices
+ * were quiesced (vm_virtio_quiesce): 0, or a device's negative errno (-EBUSY: a request
+ * still in flight), message logged. Load runs on a VM rebuilt from the snapshot's setup,
+ * after its interrupt controllers were loaded: -EINVAL with r failed (snap_fail) when
+ * the devices differ in number or kind, a section is cut short or a value is out of
+ * range; another negative errno (message logged) when a device cannot start again. */
 int vm_devices_save(struct mote_vm *vm, struct snap_writer *w);
 int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
 
-/* After a restore loaded everything: devices resume their backends (vsock resets the
- * guest's connections). */
+/* After a restore loaded everything, before the event thread starts: devices resume
+ * their backends (vsock resets the guest's connections), and every live queue is
+ * served once and every pending interrupt raised again. */
 void vm_devices_restored(struct mote_vm *vm);
 
 /* Freezes each overlay disk's blocks written since the last snapshot into

@@ -92,7 +92,8 @@ void vm_virtio_announce(const struct mote_vm *vm, struct cmdline *cmdline)
 
 void vm_virtio_quiesce(struct mote_vm *vm)
 {
-	(void)vm; /* the transports' quiesce arrives with device state (issue 5) */
+	for (unsigned i = 0; i < vm->virtio.count; i++)
+		virtio_mmio_quiesce(&vm->virtio.transports[i]);
 }
 
 void vm_virtio_destroy(struct mote_vm *vm)

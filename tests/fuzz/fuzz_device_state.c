@@ -1,0 +1,124 @@
+/* libFuzzer target: a hostile state file's device section loaded into a virtio-net
+ * device behind virtio-mmio (virtio_mmio_load: the transport's registers and queues,
+ * then the receive buffers the device held), over guest memory whose rings also come
+ * from the input. The section is the input's bytes XORed onto one saved from a running
+ * device, so an input of zeros is a valid section and the fuzzer works near valid ones;
+ * a shorter input cuts it short, a longer one appends. Whatever the bytes, the load
+ * must refuse cleanly or give a device that then runs (a frame from the host, both
+ * queues kicked) without touching host memory outside guest RAM (ASan watches) and
+ * without hanging. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz_mmio_driver.h"
+#include "virtio/net.h"
+
+#define RAM_SIZE (16 << 20)
+#define RING_BASE 0x10000ULL /* per queue q: + q * 0x4000, avail +0x1000, used +0x2000 */
+#define BUFFER_BASE 0x20000ULL
+#define BUFFER_SIZE 0x20000ULL
+#define MAX_SECTION 4096
+#define HDR_LEN 12
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct harness {
+	struct guest_memory mem;
+	struct event_loop loop;
+	struct virtio_net *net;
+	struct virtio_mmio mmio;
+	int fd;	  /* the device's end */
+	int peer; /* the host's end */
+	uint8_t template[MAX_SECTION];
+	size_t template_len;
+	uint8_t section[MAX_SECTION];
+	uint8_t frame[HDR_LEN + 1500];
+};
+
+/* The section of a device a driver brought up with every feature, both queues ready. */
+static int save_template(struct harness *h)
+{
+	struct snap_writer w;
+
+	fuzz_mmio_bring_up(&h->mmio, 0xffffffffu, RING_BASE, 0x4000, 2);
+	snap_writer_init(&w);
+	int ret = virtio_mmio_save(&h->mmio, &w);
+	if (!ret && (w.error || w.len > MAX_SECTION))
+		ret = -1;
+	if (!ret) {
+		memcpy(h->template, w.buf, w.len);
+		h->template_len = w.len;
+	}
+	snap_writer_free(&w);
+	return ret;
+}
+
+/* Created once: per-input setup would dominate the run. */
+static struct harness *harness_get(void)
+{
+	static struct harness h;
+	static int state; /* 0 new, 1 ready, -1 failed */
+	int sv[2];
+
+	if (state)
+		return state > 0 ? &h : NULL;
+	state = -1;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+		return NULL;
+	h.fd = sv[0];
+	h.peer = sv[1];
+	struct virtio_net_options options = {
+	    .tap_fd = h.fd, .mac = {0x52, 0x54, 0, 0, 0, 2}, .has_mac = true, .name = "fuzz"};
+	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
+	    virtio_net_create(&options, &h.mem, &h.loop, NULL, &h.net) ||
+	    fuzz_mmio_attach(&h.mmio, virtio_net_vdev(h.net), &h.loop, 2) || save_template(&h))
+		return NULL;
+	state = 1;
+	return &h;
+}
+
+/* The input: both queues' rings as the guest left them, then the section's mask. */
+struct fuzz_input {
+	struct fuzz_queue queue[2];
+} __attribute__((packed));
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct harness *h = harness_get();
+	struct fuzz_input in;
+
+	if (!h || size < sizeof(in))
+		return 0;
+	memcpy(&in, data, sizeof(in));
+	uint8_t *ring = guest_memory_ptr(&h->mem, RING_BASE, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
+	memset(ring, 0, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
+	for (unsigned q = 0; q < 2; q++)
+		fuzz_lay_out_queue(ring + q * 0x4000, &in.queue[q], BUFFER_BASE, BUFFER_SIZE);
+
+	const uint8_t *mask = data + sizeof(in);
+	size_t len = size - sizeof(in) < MAX_SECTION ? size - sizeof(in) : MAX_SECTION;
+	for (size_t i = 0; i < len; i++)
+		h->section[i] = (i < h->template_len ? h->template[i] : 0) ^ mask[i];
+	struct snap_reader r = {.data = h->section, .len = len};
+	if (virtio_mmio_load(&h->mmio, &r) == 0 && snap_reader_finish(&r) == 0) {
+		virtio_mmio_restored(&h->mmio);
+		memset(h->frame, 0, sizeof(h->frame));
+		(void)send(h->peer, h->frame, sizeof(h->frame), MSG_DONTWAIT);
+		fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+		for (int i = 0; i < 16 && event_loop_run_once(&h->loop, 0) > 0; i++) {
+		}
+	}
+	/* The next input starts from power-on, with nothing left in the pair. */
+	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_STATUS, 0);
+	while (recv(h->peer, h->frame, sizeof(h->frame), MSG_DONTWAIT) >= 0) {
+	}
+	while (recv(h->fd, h->frame, sizeof(h->frame), MSG_DONTWAIT) >= 0) {
+	}
+	return 0;
+}

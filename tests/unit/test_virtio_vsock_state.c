@@ -1,0 +1,144 @@
+/* virtio-vsock in a snapshot: connections live in host sockets, which no snapshot holds,
+ * so a restored device resets the transport (virtio 1.2 §5.10.6.6): the guest is sent
+ * VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, the device forgets every connection and keeps
+ * nothing of them host-side, and its listener goes on taking new ones. An in-memory
+ * guest, a fake transport, real AF_UNIX sockets; no KVM. */
+#include <endian.h>
+
+#include "vsock_host.h"
+#include "vmm/snapshot_stream.h"
+
+static void restored(struct vdev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	dev->ops->restored(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+static void restored_device_sends_transport_reset_and_forgets_connections(void **state)
+{
+	struct vsock_fixture *f = *state;
+	int listener = host_listen(f, 8000);
+	struct gconn a, b, c;
+	int fa = connect_from_host(f, 52, &a);
+	int fb = connect_from_guest(f, listener, 8000, 1000, &b);
+
+	restored(f->dev);
+	assert_int_equal(used_idx(f, EVENT_QUEUE), 1);
+	assert_int_equal(used(f, EVENT_QUEUE)->ring[0].len, 4);
+	assert_int_equal(le32toh(*(uint32_t *)guest(f, EVENT_BUF_BASE, 4)),
+			 VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+	assert_int_equal(f->transport.interrupts[EVENT_QUEUE], 1);
+	/* Nothing is kept host-side: both sockets are closed. */
+	host_expect_eof(f, fa);
+	host_expect_eof(f, fb);
+	/* The guest drops its sockets itself; an old connection is unknown now. */
+	assert_no_pkt(f, 20);
+	gc_send(f, &b, VIRTIO_VSOCK_OP_RW, 0, "x", 1);
+	expect_rst(f, b.guest_port, b.host_port);
+	/* New connections, both ways, work. */
+	close(connect_from_host(f, 53, &c));
+	close(connect_from_guest(f, listener, 8000, 1001, &c));
+	close(fa);
+	close(fb);
+	close(listener);
+}
+
+static void restored_device_the_driver_never_started_sends_nothing(void **state)
+{
+	struct vsock_fixture *f = *state;
+
+	reset_device(f);
+	restored(f->dev);
+	assert_int_equal(used_idx(f, EVENT_QUEUE), 0);
+	assert_int_equal(f->transport.interrupts[EVENT_QUEUE], 0);
+}
+
+static int save(struct vdev *dev, struct snap_writer *w)
+{
+	pthread_mutex_lock(&dev->lock);
+	int ret = dev->ops->save(dev, w);
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+static int load(struct vdev *dev, const uint8_t *data, size_t len)
+{
+	struct snap_reader r = {.data = data, .len = len};
+
+	pthread_mutex_lock(&dev->lock);
+	int ret = dev->ops->load(dev, &r);
+	pthread_mutex_unlock(&dev->lock);
+	return ret ? ret : snap_reader_finish(&r);
+}
+
+/* A second device, built as a restore builds it, given the first one's queues as the
+ * transport's load gives them. */
+static void saved_device_loads_into_a_fresh_one_that_resets_the_guest(void **state)
+{
+	struct vsock_fixture *f = *state;
+	struct event_loop loop;
+	struct virtio_vsock *fresh;
+	struct fake_transport transport = {0};
+	struct snap_writer w;
+	char path[160];
+	struct gconn a;
+	int fa = connect_from_host(f, 52, &a);
+
+	snap_writer_init(&w);
+	assert_int_equal(save(f->dev, &w), 0);
+	snprintf(path, sizeof(path), "%s/restored.sock", f->dir);
+	assert_int_equal(event_loop_init(&loop), 0);
+	struct virtio_vsock_options options = {
+	    .guest_cid = TEST_CID, .uds_path = path, .timeout_ms = TEST_TIMEOUT_MS};
+	assert_int_equal(virtio_vsock_create(&options, &f->mem, &loop, &f->log, &fresh), 0);
+	struct vdev *dev = virtio_vsock_vdev(fresh);
+	fake_transport_attach(dev, &transport);
+	dev->driver_features = f->dev->driver_features;
+	memcpy(dev->queues, f->dev->queues, sizeof(dev->queues));
+
+	for (size_t len = 0; len < w.len; len++)
+		assert_int_equal(load(dev, w.buf, len), -EINVAL);
+	assert_int_equal(load(dev, w.buf, w.len), 0);
+	dev->activated = true;
+	restored(dev);
+	assert_int_equal(used_idx(f, EVENT_QUEUE), 1);
+	assert_int_equal(le32toh(*(uint32_t *)guest(f, EVENT_BUF_BASE, 4)),
+			 VIRTIO_VSOCK_EVENT_TRANSPORT_RESET);
+	assert_int_equal(transport.interrupts[EVENT_QUEUE], 1);
+
+	virtio_vsock_destroy(fresh);
+	event_loop_destroy(&loop);
+	snap_writer_free(&w);
+	close(fa);
+}
+
+static void saved_state_with_a_value_out_of_range_is_refused(void **state)
+{
+	struct vsock_fixture *f = *state;
+	struct snap_writer w;
+
+	snap_writer_init(&w);
+	assert_int_equal(save(f->dev, &w), 0);
+	/* Each field is a boolean: any other byte is refused. */
+	for (size_t i = 0; i < w.len; i++) {
+		uint8_t saved = w.buf[i];
+		w.buf[i] = 2;
+		assert_int_equal(load(f->dev, w.buf, w.len), -EINVAL);
+		w.buf[i] = saved;
+	}
+	snap_writer_free(&w);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, vsock_setup, vsock_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TEST(restored_device_sends_transport_reset_and_forgets_connections),
+	    TEST(restored_device_the_driver_never_started_sends_nothing),
+	    TEST(saved_device_loads_into_a_fresh_one_that_resets_the_guest),
+	    TEST(saved_state_with_a_value_out_of_range_is_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
