@@ -203,7 +203,8 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	}
 	bool diff = params->type == MOTE_SNAPSHOT_DIFF;
 	if (diff && !vm->track_dirty) {
-		log_error(&vm->log, "a diff snapshot needs dirty-page tracking (track_dirty_pages)");
+		log_error(&vm->log,
+			  "a diff snapshot needs dirty-page tracking (track_dirty_pages)");
 		return -EINVAL;
 	}
 	ret = vm->track_dirty ? vm_collect_dirty(vm) : 0;
@@ -339,8 +340,9 @@ static int vm_apply_overrides(struct vm_setup *setup, const struct mote_restore_
 		const struct mote_net_override *o = &config->net_overrides[i];
 		int n = o->nic ? vm_setup_find_net(setup, o->nic) : -1;
 		if (n < 0 || !o->tap || !o->tap[0]) {
-			log_error(log, "restore: the snapshot has no network interface named %s, "
-				       "or no TAP given for it",
+			log_error(log,
+				  "restore: the snapshot has no network interface named %s, "
+				  "or no TAP given for it",
 				  o->nic ? o->nic : "(none)");
 			return -EINVAL;
 		}

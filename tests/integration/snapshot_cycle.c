@@ -188,7 +188,8 @@ int main(int argc, char **argv)
 		 * taken: the count resumes at saved + 1 or saved + 2, never from scratch. */
 		long first = first_count(console);
 		if (first < saved + 1 || first > saved + 2) {
-			fprintf(stderr, "cycle %d: saved at count %ld, restored guest began at %ld\n",
+			fprintf(stderr,
+				"cycle %d: saved at count %ld, restored guest began at %ld\n",
 				cycle, saved, first);
 			return 1;
 		}
