@@ -388,7 +388,7 @@ static void blk_fill_config(struct virtio_blk *blk)
 	config->discard_sector_alignment = htole32(BLK_DISCARD_ALIGNMENT);
 	config->max_write_zeroes_sectors = htole32(BLK_MAX_RANGE_SECTORS);
 	config->max_write_zeroes_seg = htole32(BLK_MAX_RANGES);
-	/* Write zeroes with unmap punches a hole. */
+	/* Write zeroes with unmap punches a hole (on an overlay: writes zeros). */
 	config->write_zeroes_may_unmap = 1;
 }
 
