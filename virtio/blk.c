@@ -23,6 +23,7 @@
 
 #include "../vmm/snapshot_stream.h"
 #include "blk.h"
+#include "blk_overlay.h"
 #include "blk_request.h"
 
 /* §5.2.4: the config space ends before the secure erase fields, whose feature is not
@@ -357,12 +358,40 @@ static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_option
 	return 0;
 }
 
-/* A second descriptor of the image, O_DIRECT. Opened by path, so it must turn out to be
- * the very file the first one locked. The lock stays with the first (flock locks an
- * open file, and a second exclusive one here would conflict with it). */
+/* The image read-only under an overlay, which takes the guest's writes: disk.fd is the
+ * overlay's (owned by it), the image is read through overlay->base_fd. */
+static int blk_open_overlay(struct virtio_blk *blk, const struct virtio_blk_options *options)
+{
+	struct blk_overlay_options overlay = {
+	    .base = options->path,
+	    .overlay = options->overlay,
+	    .restore = options->overlay_restore,
+	    .layer_count = options->layer_count,
+	    .layers = options->layers,
+	};
+
+	if (options->read_only) {
+		log_error(&blk->log,
+			  "disk %s: an overlay is for a writable disk, not a read-only one",
+			  options->path);
+		return -EINVAL;
+	}
+	int err = blk_overlay_open(&overlay, &blk->log, &blk->disk.overlay);
+	if (err)
+		return err;
+	blk->disk.fd = blk->disk.overlay->fd;
+	blk->disk.capacity = blk->disk.overlay->size / BLK_SECTOR_SIZE +
+			     (blk->disk.overlay->size % BLK_SECTOR_SIZE != 0);
+	return 0;
+}
+
+/* A second descriptor of the file written (the image, or its overlay), O_DIRECT. Opened
+ * by path, so it must turn out to be the very file the first one locked. The lock stays
+ * with the first (flock locks an open file, and a second exclusive one here would
+ * conflict with it). */
 static int blk_open_direct(struct virtio_blk *blk, const struct virtio_blk_options *options)
 {
-	const char *path = options->path;
+	const char *path = options->overlay ? options->overlay : options->path;
 	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT;
 	struct stat locked, direct;
 
@@ -419,7 +448,7 @@ static void blk_fill_config(struct virtio_blk *blk)
 	config->discard_sector_alignment = htole32(BLK_DISCARD_ALIGNMENT);
 	config->max_write_zeroes_sectors = htole32(BLK_MAX_RANGE_SECTORS);
 	config->max_write_zeroes_seg = htole32(BLK_MAX_RANGES);
-	/* Write zeroes with unmap punches a hole. */
+	/* Write zeroes with unmap punches a hole (on an overlay: writes zeros). */
 	config->write_zeroes_may_unmap = 1;
 }
 
@@ -431,7 +460,9 @@ static void blk_free(struct virtio_blk *blk)
 		close(blk->event_fd);
 	if (blk->disk.direct_fd >= 0)
 		close(blk->disk.direct_fd);
-	if (blk->disk.fd >= 0)
+	if (blk->disk.overlay)
+		blk_overlay_close(blk->disk.overlay); /* disk.fd is the overlay's */
+	else if (blk->disk.fd >= 0)
 		close(blk->disk.fd); /* and the lock with it */
 	free(blk->name);
 	free(blk);
@@ -467,7 +498,7 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	}
 	memcpy(blk->disk.id, options->id ? options->id : "", id_len);
 
-	int err = blk_open_image(blk, options);
+	int err = options->overlay ? blk_open_overlay(blk, options) : blk_open_image(blk, options);
 	if (!err && options->direct)
 		err = blk_open_direct(blk, options);
 	if (!err)
@@ -504,6 +535,23 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 struct vdev *virtio_blk_vdev(struct virtio_blk *blk)
 {
 	return &blk->dev;
+}
+
+int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole)
+{
+	if (!blk->disk.overlay) {
+		log_error(&blk->log, "%s: no overlay to freeze", blk->name);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&blk->dev.lock);
+	int ret = -EBUSY;
+	if (blk->disk.in_flight == 0)
+		ret = blk_overlay_freeze(blk->disk.overlay, layer_path, whole);
+	else
+		log_error(&blk->log, "%s: %u requests in flight: pause the VM first", blk->name,
+			  blk->disk.in_flight);
+	pthread_mutex_unlock(&blk->dev.lock);
+	return ret;
 }
 
 void virtio_blk_destroy(struct virtio_blk *blk)

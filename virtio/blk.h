@@ -29,6 +29,15 @@ struct virtio_blk_options {
 	/* Transfers bypass the host page cache (O_DIRECT) when the guest's buffers allow
 	 * it; the others, flushes, discards and zeroing go through the page cache. */
 	bool direct;
+	/* A copy-on-write overlay file (blk_overlay.h): the guest's writes go there, path is
+	 * opened read-only and never written, and what was never written reads from path.
+	 * Created when missing. NULL: none. Not with read_only. */
+	const char *overlay;
+	/* A restore: the overlay is emptied and filled from these frozen layers, oldest
+	 * first, so the disk is the image plus its layers. */
+	bool overlay_restore;
+	unsigned layer_count;
+	const char *const *layers;
 };
 
 struct virtio_blk;
@@ -38,13 +47,20 @@ struct virtio_blk;
  * and watches the ring's completion eventfd on loop. Errors, each with a message on log
  * naming the file: -ENOENT, -EACCES, -EISDIR (not a regular file or block device),
  * -EBUSY (locked by another process), -EINVAL (bad options, or direct on a file
- * system without O_DIRECT), others from the host. */
+ * system without O_DIRECT), others from the host. With an overlay, the image is locked
+ * shared and the overlay exclusive; its own errors are blk_overlay_open()'s. */
 int virtio_blk_create(const struct virtio_blk_options *options, struct guest_memory *mem,
 		      struct event_loop *loop, const struct mote_log *log,
 		      struct virtio_blk **blk_out);
 
 /* The device model the transport carries. */
 struct vdev *virtio_blk_vdev(struct virtio_blk *blk);
+
+/* Freezes the overlay's blocks written since the last freeze (whole: all it holds) into
+ * a new layer file (blk_overlay_freeze()). For a paused VM: -EBUSY while requests are in
+ * flight; -EINVAL when the disk has no overlay; else as blk_overlay_freeze(), after
+ * which the disk goes on unchanged. */
+int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole);
 
 /* Waits for requests in flight, then closes the image and the ring; blk may be NULL.
  * The event loop must no longer run (or no longer watch this device). */

@@ -110,13 +110,53 @@ static bool is_direct_aligned(uint64_t value)
 	return value % BLK_DIRECT_ALIGN == 0;
 }
 
-/* Whether the rest of the transfer may go O_DIRECT: the disk is direct, the host did not
- * refuse this request already, and offset, lengths and buffers are all aligned. */
+/* Zeros the first n bytes of the transfer. */
+static void zero_front(struct blk_request *req, uint64_t n)
+{
+	for (unsigned i = req->iov_first; i < req->iov_first + req->iov_count && n > 0; i++) {
+		size_t step = req->iov[i].iov_len < n ? req->iov[i].iov_len : (size_t)n;
+		memset(req->iov[i].iov_base, 0, step);
+		n -= step;
+	}
+}
+
+/* Limits the next SQE to the first len bytes of the transfer (fewer when the iovecs hold
+ * fewer), cutting the iovec that goes past them. */
+static void cut_run(struct blk_request *req, uint64_t len)
+{
+	uint64_t left = len;
+	unsigned n = 0;
+
+	req->cut_len = 0;
+	while (n < req->iov_count && left > 0) {
+		struct iovec *v = &req->iov[req->iov_first + n++];
+		if (v->iov_len > left) {
+			req->cut_len = v->iov_len - (size_t)left;
+			v->iov_len = (size_t)left;
+			left = 0;
+			break;
+		}
+		left -= v->iov_len;
+	}
+	req->run_count = n;
+	req->run_len = len - left;
+}
+
+/* Gives the cut iovec its length back, once the SQE that used it completed. */
+static void uncut_run(struct blk_request *req)
+{
+	if (req->cut_len > 0)
+		req->iov[req->iov_first + req->run_count - 1].iov_len += req->cut_len;
+	req->cut_len = 0;
+}
+
+/* Whether the next SQE may go O_DIRECT: the disk is direct, the host did not refuse this
+ * request already, and offset, lengths and buffers are all aligned. */
 static bool can_go_direct(const struct blk_disk *disk, const struct blk_request *req)
 {
 	if (disk->direct_fd < 0 || req->buffered || !is_direct_aligned(req->offset))
 		return false;
-	for (unsigned i = req->iov_first; i < req->iov_first + req->iov_count; i++)
+	for (unsigned i = req->iov_first; i < req->iov_first + req->run_count; i++)
 		if (!is_direct_aligned((uintptr_t)req->iov[i].iov_base) ||
 		    !is_direct_aligned(req->iov[i].iov_len))
 			return false;
@@ -131,13 +171,21 @@ static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (req->writing_zeroes)
 		map_zero_page(disk, req);
-	req->direct = can_go_direct(disk, req);
-	int fd = req->direct ? disk->direct_fd : disk->fd;
+	uint64_t len = req->remaining;
+	bool from_image = false;
+	if (disk->overlay && !is_write(req)) {
+		bool present;
+		len = blk_overlay_run(disk->overlay, req->offset, req->remaining, &present);
+		from_image = !present;
+	}
+	cut_run(req, len);
+	req->direct = !from_image && can_go_direct(disk, req);
+	int fd = from_image ? disk->overlay->base_fd : req->direct ? disk->direct_fd : disk->fd;
 	const struct iovec *iov = req->iov + req->iov_first;
 	if (is_write(req))
-		io_uring_prep_writev(sqe, fd, iov, req->iov_count, req->offset);
+		io_uring_prep_writev(sqe, fd, iov, req->run_count, req->offset);
 	else
-		io_uring_prep_readv(sqe, fd, iov, req->iov_count, req->offset);
+		io_uring_prep_readv(sqe, fd, iov, req->run_count, req->offset);
 	return queued(disk, sqe, req);
 }
 
@@ -170,6 +218,9 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 		return answer(req, VIRTIO_BLK_S_OK);
 	req->offset = sector * BLK_SECTOR_SIZE;
 	req->remaining = len;
+	if (disk->overlay && is_write(req) &&
+	    blk_overlay_prepare_write(disk->overlay, req->offset, len) != 0)
+		return answer(req, VIRTIO_BLK_S_IOERR);
 	return queue_transfer(disk, req);
 }
 
@@ -189,10 +240,8 @@ static bool transfer_done(struct blk_disk *disk, struct blk_request *req, int re
 	} else {
 		/* End of file inside the capacity: the image is not a whole number of
 		 * sectors (the capacity rounds up) or it shrank. Those bytes read as zero. */
-		for (unsigned i = 0; i < req->iov_count; i++)
-			memset(req->iov[req->iov_first + i].iov_base, 0,
-			       req->iov[req->iov_first + i].iov_len);
-		consume(req, req->remaining);
+		zero_front(req, req->run_len);
+		consume(req, req->run_len);
 	}
 	if (req->remaining > 0)
 		return queue_transfer(disk, req); /* a short transfer: the rest */
@@ -266,7 +315,24 @@ static bool start_ranges(struct blk_disk *disk, struct blk_request *req,
 		};
 	}
 	req->range_count = (unsigned)count;
+	/* An overlay is never deallocated (blk_overlay.h), and a discard only allows
+	 * deallocation (§5.2.6.2): there it is done at once. */
+	if (disk->overlay && discard)
+		return answer(req, VIRTIO_BLK_S_OK);
 	return queue_current(disk, req);
+}
+
+/* Zeros a range by writing zeros: where the file system cannot zero it, and on an
+ * overlay, whose holes would read from the image rather than as zeros. */
+static bool write_zeros(struct blk_disk *disk, struct blk_request *req,
+			const struct blk_range *range)
+{
+	if (disk->overlay && blk_overlay_prepare_write(disk->overlay, range->offset, range->len))
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	req->writing_zeroes = true;
+	req->offset = range->offset;
+	req->remaining = range->len;
+	return queue_transfer(disk, req);
 }
 
 /* The next non-empty range, or the answer when none is left. */
@@ -278,6 +344,8 @@ static bool queue_range(struct blk_disk *disk, struct blk_request *req)
 		return answer(req, VIRTIO_BLK_S_OK);
 
 	const struct blk_range *range = &req->range[req->range_next];
+	if (disk->overlay)
+		return write_zeros(disk, req, range);
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
 	if (!sqe)
 		return answer(req, VIRTIO_BLK_S_IOERR);
@@ -293,10 +361,7 @@ static bool range_done(struct blk_disk *disk, struct blk_request *req, int res)
 	if (req->type == VIRTIO_BLK_T_WRITE_ZEROES && (res == -EOPNOTSUPP || res == -EINVAL)) {
 		/* The filesystem cannot zero or punch this range (tmpfs has no
 		 * ZERO_RANGE): write zeros, since reads must return zeroes (§5.2.6.2). */
-		req->writing_zeroes = true;
-		req->offset = range->offset;
-		req->remaining = range->len;
-		return queue_transfer(disk, req);
+		return write_zeros(disk, req, range);
 	}
 	/* A discard only allows deallocation (§5.2.6.2); one the host cannot do is done. */
 	if (req->type == VIRTIO_BLK_T_DISCARD && res == -EOPNOTSUPP)
@@ -336,6 +401,9 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 	req->data_len = 0;
 	req->iov_first = 0;
 	req->iov_count = 0;
+	req->run_len = 0;
+	req->run_count = 0;
+	req->cut_len = 0;
 	req->retries = 0;
 	req->direct = false;
 	req->buffered = false;
@@ -378,6 +446,7 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res)
 {
 	disk->in_flight--;
+	uncut_run(req);
 	if (res == -EAGAIN || res == -EINTR) {
 		if (req->retries++ < BLK_MAX_RETRIES)
 			return queue_current(disk, req);
@@ -394,5 +463,6 @@ bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int re
 void blk_request_drop(struct blk_disk *disk, struct blk_request *req)
 {
 	disk->in_flight--;
+	uncut_run(req);
 	req->busy = false;
 }

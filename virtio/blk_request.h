@@ -18,6 +18,7 @@
 #include <linux/virtio_blk.h>
 
 #include "blk.h"
+#include "blk_overlay.h"
 #include "virtqueue.h"
 
 /* The wire format (virtio 1.2 §5.2.3-§5.2.6) is Linux's: <linux/virtio_blk.h>. */
@@ -44,10 +45,14 @@
 /* What a request needs of the disk it runs on. */
 struct blk_disk {
 	struct io_uring ring;
-	int fd;
-	/* The same image opened O_DIRECT, for transfers whose offset and buffers are
+	int fd; /* the file written: the image, or its overlay */
+	/* The same file opened O_DIRECT, for transfers whose offset and buffers are
 	 * aligned to BLK_DIRECT_ALIGN; -1 when the disk is not direct. */
 	int direct_fd;
+	/* The copy-on-write overlay (blk_overlay.h), or NULL. With one, reads of clusters
+	 * never written go to overlay->base_fd (through the page cache, which the VMs
+	 * sharing the image share too), everything else to fd; nothing is deallocated. */
+	struct blk_overlay *overlay;
 	uint64_t capacity; /* in 512-byte sectors */
 	bool read_only;
 	char id[VIRTIO_BLK_ID_MAX]; /* GET_ID answer, NUL-padded */
@@ -77,6 +82,13 @@ struct blk_request {
 	uint32_t data_len; /* IN: bytes the driver reads back on success */
 	unsigned iov_first;
 	unsigned iov_count;
+	/* What the SQE in flight carries: the first run_len bytes of the rest, in
+	 * iov[iov_first, iov_first + run_count), the last of those cut short by cut_len
+	 * bytes until its completion. The whole rest, but for a read on an overlay disk,
+	 * which goes in runs of clusters that are all in the overlay or all in the image. */
+	uint64_t run_len;
+	unsigned run_count;
+	size_t cut_len;
 	unsigned retries; /* -EAGAIN/-EINTR in a row */
 	bool direct;	  /* the SQE in flight went to disk->direct_fd */
 	bool buffered;	  /* the host refused this transfer O_DIRECT: no more tries */

@@ -18,7 +18,8 @@ enum cli_command {
 
 struct cli_disk {
 	char *path;
-	char *id; /* or NULL */
+	char *id;      /* or NULL */
+	char *overlay; /* copy-on-write overlay file, or NULL */
 	bool read_only;
 	bool root;
 	bool direct;
@@ -76,13 +77,15 @@ int cli_replace_part(char **field, const char *text, size_t n);
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Parses a --disk value, "path=IMG[,ro][,id=NAME][,root]", into *disk (strings
- * allocated). -EINVAL with a reason, -ENOMEM. */
+/* Parses a --disk value, "path=IMG[,overlay=FILE][,ro][,id=NAME][,root][,direct]",
+ * into *disk (strings allocated). -EINVAL with a reason (also an overlay with ro, or an
+ * overlay that is the image), -ENOMEM. */
 int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t error_len);
 
 /* Adds a disk, taking ownership of its strings (freed on error too). A disk with the
  * id of one already present replaces it (a flag overrides the config file). -EINVAL
- * with a reason: more than MOTE_MAX_DISKS, two root disks, an id over 20 bytes. */
+ * with a reason: more than MOTE_MAX_DISKS, two root disks, an id over 20 bytes, an
+ * overlay with ro or that is the image. */
 int cli_disk_add(struct cli_options *opts, struct cli_disk *disk, char *error, size_t error_len);
 
 /* Frees every disk's strings; disk_count becomes 0. */

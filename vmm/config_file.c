@@ -5,7 +5,8 @@
  *                    "boot_args": "console=ttyS0"},
  *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
  *    "drives": [{"drive_id": "rootfs", "path_on_host": "rootfs.ext4",
- *                "is_root_device": true, "is_read_only": false}],
+ *                "is_root_device": true, "is_read_only": false,
+ *                "overlay": "rootfs.overlay"}],
  *    "network-interfaces": [{"iface_id": "eth0", "host_dev_name": "tap0",
  *                            "guest_mac": "06:00:ac:10:00:02"}],
  *    "vsock": {"guest_cid": 3, "uds_path": "/tmp/v.sock"},
@@ -145,6 +146,8 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 			ret = take_bool(item, "drives[]", &disk.read_only, error, error_len);
 		else if (strcmp(item->string, "direct") == 0)
 			ret = take_bool(item, "drives[]", &disk.direct, error, error_len);
+		else if (strcmp(item->string, "overlay") == 0)
+			ret = take_string(item, "drives[]", &disk.overlay, error, error_len);
 		else
 			ret =
 			    config_error(error, error_len, "unknown key drives[].%s", item->string);
@@ -156,6 +159,7 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 	if (ret) {
 		free(disk.id);
 		free(disk.path);
+		free(disk.overlay);
 		return ret;
 	}
 	return cli_disk_add(opts, &disk, error, error_len) ? config_reason(error, error_len) : 0;

@@ -55,7 +55,9 @@ struct mote_disk {
 	bool direct;
 	/* Copy-on-write overlay file (README "Snapshots"): the guest's writes go there and
 	 * path is opened read-only and never changed; reads of blocks never written come
-	 * from path. Created when missing; NULL: writes go to path itself. */
+	 * from path. Created when missing, kept across runs; a sparse file of path's size
+	 * (rounded up to 4 KiB) on a file system that reports holes (SEEK_DATA). Not with
+	 * read_only, and not path itself (-EINVAL). NULL: writes go to path itself. */
 	const char *overlay;
 };
 

@@ -44,11 +44,14 @@ static const char usage[] =
     "  --cpus N             vCPUs, 1 to 32 (default 1)\n"
     "  --mem SIZE           guest memory: 128M, 2G, plain number = MiB (default 128M)\n"
     "  --console KIND       stdio (default), none, or file:PATH\n"
-    "  --disk path=IMG[,ro][,id=NAME][,root][,direct]\n"
+    "  --disk path=IMG[,overlay=FILE][,ro][,id=NAME][,root][,direct]\n"
     "                       virtio-blk disk on a raw image, repeatable: /dev/vda, vdb, ...\n"
     "                       in order; ro: read-only; id: serial the guest sees;\n"
     "                       root: boot from it (root=/dev/vdX on the kernel command line);\n"
-    "                       direct: bypass the host page cache (O_DIRECT)\n"
+    "                       direct: bypass the host page cache (O_DIRECT);\n"
+    "                       overlay: copy-on-write, the guest's writes go to FILE (created\n"
+    "                       when missing, kept across runs) and IMG is never changed;\n"
+    "                       snapshots save the blocks written since the last one\n"
     "  --net tap=NAME[,mac=MAC][,id=NAME]\n"
     "                       virtio-net NIC on an existing TAP, repeatable: eth0, eth1, ...\n"
     "  --vsock cid=N,uds=PATH\n"
@@ -198,6 +201,7 @@ static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64
 		    .read_only = opts->disks[i].read_only,
 		    .root = opts->disks[i].root,
 		    .direct = opts->disks[i].direct,
+		    .overlay = opts->disks[i].overlay,
 		};
 	}
 	config.net_count = opts->net_count;

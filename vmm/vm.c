@@ -243,6 +243,14 @@ int vm_check_config(const struct mote_config *config, const struct mote_log *log
 				  MOTE_DISK_ID_MAX);
 			return -EINVAL;
 		}
+		if (disk->overlay && (!disk->overlay[0] || disk->read_only ||
+				      strcmp(disk->overlay, disk->path) == 0)) {
+			log_error(log,
+				  "disk %s: an overlay must be a file of its own, on a disk that "
+				  "is not read-only",
+				  disk->path);
+			return -EINVAL;
+		}
 		roots += disk->root;
 	}
 	if (roots > 1) {

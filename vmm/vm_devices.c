@@ -2,6 +2,9 @@
 #include "vm_devices.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -9,16 +12,22 @@
 #include "../virtio/net_tap.h"
 #include "vm.h"
 
-/* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. */
+/* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. The setup has
+ * them in the same order; a restored one has their frozen layers too. */
 static int vm_create_disks(struct mote_vm *vm, const struct mote_config *config)
 {
 	for (unsigned i = 0; i < config->disk_count; i++) {
 		const struct mote_disk *disk = &config->disks[i];
+		const struct vm_setup_disk *setup = &vm->setup.disks[i];
 		struct virtio_blk_options options = {
 		    .path = disk->path,
 		    .read_only = disk->read_only,
 		    .id = disk->id,
 		    .direct = disk->direct,
+		    .overlay = disk->overlay,
+		    .overlay_restore = vm->setup.from_snapshot,
+		    .layer_count = setup->layer_count,
+		    .layers = (const char *const *)setup->layers,
 		};
 		int ret =
 		    virtio_blk_create(&options, &vm->mem, &vm->events, &vm->log, &vm->disks[i]);
@@ -217,9 +226,68 @@ void vm_devices_restored(struct mote_vm *vm)
 		virtio_mmio_restored(&vm->virtio.transports[i]);
 }
 
+static bool vm_disk_has_layer(const struct vm_setup_disk *disk, const char *path)
+{
+	for (unsigned l = 0; l < disk->layer_count; l++) {
+		if (strcmp(disk->layers[l], path) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Where disk i's layer of a snapshot at state_path goes: "<state_path>.vdX.layer", made
+ * absolute, since the state file records it for restores that may run elsewhere. When
+ * the disk's layers already include that name (a snapshot taken again at the same path),
+ * ".N" is added: a layer is never overwritten while a snapshot may still need it. */
+static int vm_layer_path(struct mote_vm *vm, const struct vm_setup_disk *disk, unsigned i,
+			 const char *state_path, char **path_out)
+{
+	char cwd[PATH_MAX] = "";
+
+	*path_out = NULL;
+	if (state_path[0] != '/' && !getcwd(cwd, sizeof(cwd))) {
+		int err = -errno;
+		log_error(&vm->log, "snapshot %s: the current directory: %s", state_path,
+			  strerror(errno));
+		return err;
+	}
+	const char *slash = cwd[0] ? "/" : "";
+	char name = (char)('a' + i);
+	/* At most VM_SETUP_MAX_LAYERS names are taken: one of these is free. */
+	for (unsigned n = 1; n <= VM_SETUP_MAX_LAYERS + 1; n++) {
+		char *path;
+		int len =
+		    n == 1
+			? asprintf(&path, "%s%s%s.vd%c.layer", cwd, slash, state_path, name)
+			: asprintf(&path, "%s%s%s.vd%c.layer.%u", cwd, slash, state_path, name, n);
+		if (len < 0)
+			return -ENOMEM;
+		if (!vm_disk_has_layer(disk, path)) {
+			*path_out = path;
+			return 0;
+		}
+		free(path);
+	}
+	return -EEXIST;
+}
+
 int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path)
 {
-	(void)vm;
-	(void)state_path;
+	for (unsigned i = 0; i < vm->disk_count; i++) {
+		const struct vm_setup_disk *disk = &vm->setup.disks[i];
+		if (!disk->overlay)
+			continue;
+		/* A full chain starts over from one layer holding all the overlay holds. */
+		bool whole = disk->layer_count == VM_SETUP_MAX_LAYERS;
+		char *layer;
+		int ret = vm_layer_path(vm, disk, i, state_path, &layer);
+		if (!ret)
+			ret = virtio_blk_freeze_overlay(vm->disks[i], layer, whole);
+		if (ret) {
+			free(layer);
+			return ret;
+		}
+		vm_setup_put_layer(&vm->setup, i, layer, whole);
+	}
 	return 0;
 }

@@ -30,7 +30,13 @@ int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
 void vm_devices_restored(struct mote_vm *vm);
 
 /* Freezes each overlay disk's blocks written since the last snapshot into
- * "<state_path>.<disk>.layer" and records the layer in the VM's setup. */
+ * "<state_path>.<disk>.layer" and records the layer in the VM's setup. <disk> is the
+ * guest's name, vda, vdb, ...; the path recorded is absolute; ".N" is appended when the
+ * disk's layers already include the name. A disk whose layers are at
+ * VM_SETUP_MAX_LAYERS gets one layer of everything its overlay holds instead, which then
+ * is its only one. For a paused VM. 0, or the first disk's error (logged): that disk is
+ * unchanged, those before it keep their new layers (consistent: their layers go with
+ * the setup). */
 int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path);
 
 /* Frees the devices (after the event loop stopped: no handler may run). */

@@ -162,6 +162,10 @@ void vm_setup_load(struct vm_setup *setup, struct snap_reader *r)
 			if (!disk->layers[l])
 				snap_fail(&s, "setup: a disk layer without a path");
 		}
+		if (!s.error && disk->layer_count && !disk->overlay)
+			snap_fail(&s, "setup: disk layers without an overlay");
+		if (!s.error && disk->overlay && disk->read_only)
+			snap_fail(&s, "setup: an overlay on a read-only disk");
 	}
 	setup->net_count = snap_get_u32(&s);
 	if (setup->net_count > MOTE_MAX_NETS) {
@@ -183,6 +187,7 @@ void vm_setup_load(struct vm_setup *setup, struct snap_reader *r)
 	snap_reader_finish(&s);
 	if (s.error)
 		snap_fail(r, s.failure);
+	setup->from_snapshot = true;
 }
 
 int vm_setup_add_layer(struct vm_setup *setup, unsigned i, const char *layer_path)
@@ -196,6 +201,17 @@ int vm_setup_add_layer(struct vm_setup *setup, unsigned i, const char *layer_pat
 		return -ENOMEM;
 	disk->layers[disk->layer_count++] = copy;
 	return 0;
+}
+
+void vm_setup_put_layer(struct vm_setup *setup, unsigned i, char *layer_path, bool replace)
+{
+	struct vm_setup_disk *disk = &setup->disks[i];
+
+	for (unsigned l = 0; replace && l < disk->layer_count; l++)
+		free(disk->layers[l]);
+	if (replace)
+		disk->layer_count = 0;
+	disk->layers[disk->layer_count++] = layer_path;
 }
 
 int vm_setup_find_disk(const struct vm_setup *setup, const char *name)

@@ -35,6 +35,9 @@ struct vm_setup {
 	struct vm_setup_net nets[MOTE_MAX_NETS];
 	uint32_t vsock_cid; /* 0: none */
 	char *vsock_uds_path;
+	/* Read from a snapshot (vm_setup_load), not saved: its overlay disks start over as
+	 * their image plus their layers. */
+	bool from_snapshot;
 };
 
 /* Copies what config asks for; -ENOMEM. */
@@ -53,6 +56,10 @@ int vm_setup_set(char **field, const char *value);
 
 /* Appends a frozen layer to disk i; -ENOSPC beyond VM_SETUP_MAX_LAYERS, -ENOMEM. */
 int vm_setup_add_layer(struct vm_setup *setup, unsigned i, const char *layer_path);
+
+/* Records layer_path, allocated and owned from here, as disk i's newest layer; replace:
+ * as its only one (the others are dropped). Room must be left unless replace. */
+void vm_setup_put_layer(struct vm_setup *setup, unsigned i, char *layer_path, bool replace);
 
 /* The index of the disk named by its id or as the guest knows it ("vda"), or -1. */
 int vm_setup_find_disk(const struct vm_setup *setup, const char *name);

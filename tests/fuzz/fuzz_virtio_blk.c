@@ -3,7 +3,8 @@
  * headers and buffers; the harness brings the device up like a driver, notifies the queue and
  * lets the I/O complete. Whatever the bytes, the device must answer, refuse or ask for
  * a reset without touching host memory outside guest RAM (ASan watches) and without
- * hanging. */
+ * hanging. Built with FUZZ_BLK_OVERLAY (target fuzz_virtio_blk_overlay), the disk has a
+ * copy-on-write overlay (virtio/blk_overlay.h) over its image. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ static struct harness *harness_get(void)
 	static struct harness h;
 	static int state; /* 0 new, 1 ready, -1 failed */
 	char path[] = "/dev/shm/mote-fuzz-blk-XXXXXX";
+	char overlay[] = "/dev/shm/mote-fuzz-blk-overlay-XXXXXX";
 
 	if (state)
 		return state > 0 ? &h : NULL;
@@ -42,11 +44,20 @@ static struct harness *harness_get(void)
 		return NULL;
 	close(fd);
 	struct virtio_blk_options options = {.path = path, .id = "fuzz"};
+#ifdef FUZZ_BLK_OVERLAY
+	/* An odd size: the last cluster of the overlay is partly past the image's end. */
+	if ((fd = mkstemp(overlay)) < 0 || truncate(path, IMAGE_SIZE - 1000) < 0)
+		return NULL;
+	close(fd);
+	options.overlay = overlay;
+#endif
 	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
 	    virtio_blk_create(&options, &h.mem, &h.loop, NULL, &h.blk) ||
 	    fuzz_mmio_attach(&h.mmio, virtio_blk_vdev(h.blk), &h.loop, 1))
 		return NULL;
-	unlink(path); /* the open fd keeps it */
+	unlink(path); /* the open fds keep them */
+	if (options.overlay)
+		unlink(overlay);
 	state = 1;
 	return &h;
 }

@@ -165,3 +165,46 @@ test_a_directory_as_disk_image_is_a_clear_error() {
 	expect_status 4
 	expect_in "$err" "$WORK"
 }
+
+test_an_overlay_takes_the_writes_and_the_image_stays_as_it_was() {
+	local base overlay sum
+	base=$(new_disk b13 8)
+	overlay=$WORK/b13.overlay
+	rm -f "$overlay"
+	"$MOTE_PATTERN" write "$base" 0 8388608 31 >/dev/null || fail "host write failed"
+	sum=$(sha256sum <"$base")
+	# 2 MiB from 1 MiB + 512: its first and last 4 KiB clusters are written partly.
+	disk_boot b13 "mote-pattern write /dev/vdb 1049088 2097152 32 && mote-pattern verify /dev/vdb 0 1049088 31 && mote-pattern verify /dev/vdb 3146240 5242368 31" \
+		--disk "path=$base,overlay=$overlay"
+	expect_status 0
+	expect_guest_status 0
+	[ "$(sha256sum <"$base")" = "$sum" ] || fail "the image under the overlay changed"
+	"$MOTE_PATTERN" verify "$overlay" 1049088 2097152 32 >/dev/null ||
+		fail "the overlay does not hold the guest's writes where it wrote them"
+	# The overlay is kept: the next boot reads the writes from it, the rest from the image.
+	disk_boot b13b "mote-pattern verify /dev/vdb 1049088 2097152 32 && mote-pattern verify /dev/vdb 0 1049088 31" \
+		--disk "path=$base,overlay=$overlay"
+	expect_status 0
+	expect_guest_status 0
+}
+
+test_an_overlay_on_a_read_only_disk_is_a_usage_error() {
+	local base
+	base=$(new_disk b14 4)
+	disk_boot b14 "true" --disk "path=$base,ro,overlay=$WORK/b14.overlay"
+	expect_status 2
+	expect_in "$err" "read-only"
+}
+
+test_an_overlay_in_use_by_another_vm_is_refused() {
+	local base overlay
+	base=$(new_disk b15 4)
+	overlay=$WORK/b15.overlay
+	: >"$overlay"
+	exec 7<>"$overlay"
+	flock -x 7
+	disk_boot b15 "true" --disk "path=$base,overlay=$overlay"
+	exec 7>&-
+	expect_status 4
+	expect_in "$err" "locked"
+}

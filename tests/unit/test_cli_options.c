@@ -247,6 +247,9 @@ static void bad_disk_options_are_rejected_with_a_reason(void **state)
 	    {"path=/a,id=", NULL},
 	    {"path=/a,id=an-id-longer-than-twenty", NULL},
 	    {"path=/a,root", "path=/b,root"},
+	    {"path=/a,overlay=", NULL},
+	    {"path=/a,overlay=/o,ro", NULL},
+	    {"path=/a,overlay=/a", NULL},
 	};
 
 	(void)state;
@@ -262,6 +265,54 @@ static void bad_disk_options_are_rejected_with_a_reason(void **state)
 		assert_true(error[0] != '\0');
 		cli_options_free(&o);
 	}
+}
+
+static void a_disk_overlay_is_parsed(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {
+	    "run", "--kernel", "k", "--disk", "path=/base.img,overlay=/vm1.ovl,root", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), 0);
+	assert_int_equal(o.disk_count, 1);
+	assert_string_equal(o.disks[0].path, "/base.img");
+	assert_string_equal(o.disks[0].overlay, "/vm1.ovl");
+	assert_true(o.disks[0].root);
+	cli_options_free(&o);
+}
+
+static void an_overlay_on_a_read_only_disk_says_why_it_is_refused(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run", "--kernel", "k", "--disk", "path=/b,ro,overlay=/o", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, args), -EINVAL);
+	assert_non_null(strstr(error, "read-only"));
+	cli_options_free(&o);
+}
+
+static void config_drive_overlay_is_read(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *json = "{\"drives\": [{\"drive_id\": \"rootfs\", \"path_on_host\": \"/r\", "
+			   "\"overlay\": \"/r.ovl\"}]}";
+	const char *bad = "{\"drives\": [{\"path_on_host\": \"/r\", \"overlay\": 3}]}";
+
+	(void)state;
+	cli_options_init(&o);
+	assert_int_equal(config_file_apply(&o, json, error, sizeof(error)), 0);
+	assert_int_equal(o.disk_count, 1);
+	assert_string_equal(o.disks[0].overlay, "/r.ovl");
+	cli_options_free(&o);
+	cli_options_init(&o);
+	assert_int_equal(config_file_apply(&o, bad, error, sizeof(error)), -EINVAL);
+	assert_non_null(strstr(error, "overlay"));
+	cli_options_free(&o);
 }
 
 static void too_many_disks_are_an_error(void **state)
@@ -371,6 +422,9 @@ int main(void)
 	    cmocka_unit_test(missing_config_file_is_an_error),
 	    cmocka_unit_test(disks_come_in_order_with_their_flags),
 	    cmocka_unit_test(bad_disk_options_are_rejected_with_a_reason),
+	    cmocka_unit_test(a_disk_overlay_is_parsed),
+	    cmocka_unit_test(an_overlay_on_a_read_only_disk_says_why_it_is_refused),
+	    cmocka_unit_test(config_drive_overlay_is_read),
 	    cmocka_unit_test(too_many_disks_are_an_error),
 	    cmocka_unit_test(config_drives_are_firecracker_shaped),
 	    cmocka_unit_test(a_disk_flag_with_a_config_drives_id_replaces_it),

@@ -1,0 +1,749 @@
+/* virtio-blk's copy-on-write overlay (virtio/blk_overlay.h) as the guest and the host see
+ * it: writes land in the overlay and the image never changes; what was never written
+ * reads from the image, also inside a partly written cluster; freezes write exactly the
+ * clusters written since the previous one into sparse layer files; a restore of the
+ * image and its layers into a fresh overlay reads back what the guest had; and what
+ * opening refuses. The test driver is blk_driver.h; the image is its 1 MiB of
+ * pattern(), and each test keeps its overlay and layers in a directory of its own. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "blk_driver.h"
+
+#define CLUSTER 4096
+#define SECTORS_PER_CLUSTER (CLUSTER / SECTOR)
+#define DISK_BYTES (IMAGE_SECTORS * SECTOR)
+#define DISK_CLUSTERS (DISK_BYTES / CLUSTER)
+
+/* A test's world: the driver's fixture on the image, the directory of its overlay and
+ * layers, and what the guest should read back (the image, then every write). */
+struct world {
+	struct fixture *f;
+	char dir[64];
+	char overlay[128];
+	uint64_t disk_bytes; /* the guest's view: the image rounded up to sectors */
+	uint8_t *model;
+	uint64_t image_sum;  /* the image's checksum when the test began */
+	char names[16][400]; /* in_dir()'s paths, a few alive at a time */
+	unsigned next_name;
+};
+
+/* The path of name in the test's directory. */
+static const char *in_dir(struct world *w, const char *name)
+{
+	char *path = w->names[w->next_name++ % 16];
+
+	snprintf(path, sizeof(w->names[0]), "%s/%s", w->dir, name);
+	return path;
+}
+
+static uint64_t file_checksum(const char *path)
+{
+	uint8_t buf[4096];
+	uint64_t sum = 1469598103934665603ULL; /* FNV-1a */
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++)
+			sum = (sum ^ buf[i]) * 1099511628211ULL;
+	}
+	assert_int_equal(n, 0);
+	close(fd);
+	return sum;
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_size;
+}
+
+/* The driver lays the queue out afresh (after a reattach or when descriptors run out). */
+static void fresh_queue(struct fixture *f)
+{
+	memset(guest(f, AVAIL_ADDR, 6 + 2 * QSIZE), 0, 6 + 2 * QSIZE);
+	memset(guest(f, USED_ADDR, 6 + 8 * QSIZE), 0, 6 + 8 * QSIZE);
+	f->next_desc = 0;
+	f->next_buf = HEAP_ADDR;
+}
+
+static void reset_queue(struct fixture *f)
+{
+	pthread_mutex_lock(&f->dev->lock);
+	f->dev->ops->reset(f->dev);
+	pthread_mutex_unlock(&f->dev->lock);
+	fresh_queue(f);
+	activate(f, f->dev, false);
+}
+
+/* Replaces the disk with one on the image and overlay (restore: from these layers). */
+static int try_attach_overlay(struct world *w, const char *overlay, bool restore,
+			      const char *const *layers, unsigned layer_count)
+{
+	struct fixture *f = w->f;
+	struct virtio_blk_options options = {.path = f->path,
+					     .overlay = overlay,
+					     .overlay_restore = restore,
+					     .layers = layers,
+					     .layer_count = layer_count};
+
+	if (f->blk)
+		detach(f);
+	fresh_queue(f);
+	assert_int_equal(event_loop_init(&f->loop), 0);
+	int err = virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &f->blk);
+	if (err) {
+		event_loop_destroy(&f->loop);
+		f->blk = NULL;
+		return err;
+	}
+	f->dev = virtio_blk_vdev(f->blk);
+	activate(f, f->dev, false);
+	return 0;
+}
+
+static void attach_overlay(struct world *w, const char *overlay, bool restore,
+			   const char *const *layers, unsigned layer_count)
+{
+	assert_int_equal(try_attach_overlay(w, overlay, restore, layers, layer_count), 0);
+}
+
+/* One request of len bytes at byte offset, kicked and waited for; OK asserted. */
+static struct req io(struct world *w, uint32_t type, uint64_t offset, uint32_t len)
+{
+	struct fixture *f = w->f;
+
+	if (f->next_desc + 3 > QSIZE || f->next_buf + len > RAM_SIZE - MIB)
+		reset_queue(f);
+	uint16_t done = used(f)->idx;
+	struct req r = request(f, type, offset / SECTOR, len);
+	kick_and_wait(f, (uint16_t)(done + 1));
+	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
+	return r;
+}
+
+static void disk_write(struct world *w, uint64_t offset, uint8_t fill, uint32_t len)
+{
+	struct fixture *f = w->f;
+
+	if (f->next_desc + 3 > QSIZE || f->next_buf + len > RAM_SIZE - MIB)
+		reset_queue(f);
+	uint16_t done = used(f)->idx;
+	struct req r = write_request(f, offset / SECTOR, fill, len);
+	kick_and_wait(f, (uint16_t)(done + 1));
+	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
+	memset(w->model + offset, fill, len);
+}
+
+/* The whole disk, read by the guest, is what the model says. */
+static void assert_disk_is_model(struct world *w)
+{
+	struct req r = io(w, VIRTIO_BLK_T_IN, 0, (uint32_t)w->disk_bytes);
+
+	assert_memory_equal(guest(w->f, r.data, w->disk_bytes), w->model, w->disk_bytes);
+}
+
+static void freeze(struct world *w, const char *layer)
+{
+	assert_int_equal(virtio_blk_freeze_overlay(w->f->blk, layer, false), 0);
+}
+
+/* The clusters a sparse file holds data for, as a bitmap of DISK_CLUSTERS bits. */
+static void data_clusters(const char *path, uint8_t map[DISK_CLUSTERS])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	off_t end;
+
+	assert_true(fd >= 0);
+	end = lseek(fd, 0, SEEK_END);
+	memset(map, 0, DISK_CLUSTERS);
+	for (off_t pos = 0; pos < end;) {
+		off_t data = lseek(fd, pos, SEEK_DATA);
+		if (data < 0)
+			break;
+		off_t hole = lseek(fd, data, SEEK_HOLE);
+		for (off_t c = data / CLUSTER; c * CLUSTER < hole && c < DISK_CLUSTERS; c++)
+			map[c] = 1;
+		pos = hole;
+	}
+	close(fd);
+}
+
+/* A layer holds data for exactly the clusters listed (ending with -1), each as the
+ * model has it. */
+static void assert_layer_holds(struct world *w, const char *layer, const int *clusters)
+{
+	uint8_t want[DISK_CLUSTERS] = {0}, have[DISK_CLUSTERS];
+	uint8_t buf[CLUSTER];
+	int fd = open(layer, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(file_size(layer), (w->disk_bytes + CLUSTER - 1) / CLUSTER * CLUSTER);
+	for (const int *c = clusters; *c >= 0; c++) {
+		want[*c] = 1;
+		assert_int_equal(pread(fd, buf, CLUSTER, (off_t)*c * CLUSTER), CLUSTER);
+		assert_memory_equal(buf, w->model + (uint64_t)*c * CLUSTER, CLUSTER);
+	}
+	close(fd);
+	data_clusters(layer, have);
+	assert_memory_equal(have, want, DISK_CLUSTERS);
+}
+
+static int world_setup(void **state)
+{
+	void *fixture;
+
+	if (blk_driver_setup(&fixture) != 0)
+		return -1;
+	struct world *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -1;
+	w->f = fixture;
+	snprintf(w->dir, sizeof(w->dir), "/tmp/mote-overlay-XXXXXX");
+	if (!mkdtemp(w->dir))
+		return -1;
+	snprintf(w->overlay, sizeof(w->overlay), "%s/overlay", w->dir);
+	w->disk_bytes = DISK_BYTES;
+	w->model = malloc(DISK_BYTES);
+	if (!w->model)
+		return -1;
+	for (uint64_t i = 0; i < DISK_BYTES; i++)
+		w->model[i] = pattern(i);
+	w->image_sum = file_checksum(w->f->path);
+	detach(w->f);
+	attach_overlay(w, w->overlay, false, NULL, 0);
+	*state = w;
+	return 0;
+}
+
+static int world_teardown(void **state)
+{
+	struct world *w = *state;
+	void *fixture = w->f;
+	DIR *dir = opendir(w->dir);
+	struct dirent *entry;
+
+	while (dir && (entry = readdir(dir))) {
+		if (entry->d_name[0] != '.')
+			unlink(in_dir(w, entry->d_name));
+	}
+	if (dir)
+		closedir(dir);
+	rmdir(w->dir);
+	free(w->model);
+	free(w);
+	return blk_driver_teardown(&fixture);
+}
+
+/* The names in the test's directory, sorted, joined by spaces. */
+static void dir_listing(struct world *w, char *out, size_t len)
+{
+	struct dirent **names;
+	int n = scandir(w->dir, &names, NULL, alphasort);
+
+	assert_true(n >= 0);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (names[i]->d_name[0] != '.') {
+			strncat(out, names[i]->d_name, len - strlen(out) - 1);
+			strncat(out, " ", len - strlen(out) - 1);
+		}
+		free(names[i]);
+	}
+	free(names);
+}
+
+static void writes_land_in_the_overlay_and_the_image_never_changes(void **state)
+{
+	struct world *w = *state;
+	uint8_t buf[CLUSTER];
+
+	disk_write(w, 0, 0x11, CLUSTER);
+	disk_write(w, 40 * CLUSTER, 0x22, 3 * CLUSTER);
+	disk_write(w, DISK_BYTES - SECTOR, 0x33, SECTOR);
+	assert_disk_is_model(w);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+
+	int fd = open(w->overlay, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, buf, CLUSTER, 41 * CLUSTER), CLUSTER);
+	close(fd);
+	assert_memory_equal(buf, w->model + 41 * CLUSTER, CLUSTER);
+	assert_int_equal(file_size(w->overlay), DISK_BYTES);
+}
+
+static void a_new_overlay_holds_nothing_and_every_block_reads_from_the_image(void **state)
+{
+	struct world *w = *state;
+	uint8_t map[DISK_CLUSTERS], none[DISK_CLUSTERS] = {0};
+
+	assert_disk_is_model(w);
+	data_clusters(w->overlay, map);
+	assert_memory_equal(map, none, DISK_CLUSTERS);
+	assert_int_equal(file_size(w->overlay), DISK_BYTES);
+}
+
+static void a_partial_cluster_write_keeps_the_rest_of_the_cluster_from_the_image(void **state)
+{
+	struct world *w = *state;
+	uint8_t buf[CLUSTER];
+
+	/* Sector 9 is the second of cluster 1; sectors 22..25 straddle clusters 2 and 3. */
+	disk_write(w, 9 * SECTOR, 0x44, SECTOR);
+	disk_write(w, 22 * SECTOR, 0x55, 4 * SECTOR);
+	assert_disk_is_model(w);
+
+	/* The overlay holds the clusters whole: the image's bytes were copied up. */
+	int fd = open(w->overlay, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int c = 1; c <= 3; c++) {
+		assert_int_equal(pread(fd, buf, CLUSTER, c * CLUSTER), CLUSTER);
+		assert_memory_equal(buf, w->model + c * CLUSTER, CLUSTER);
+	}
+	close(fd);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+}
+
+static void a_read_in_scattered_segments_splits_between_overlay_and_image(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	/* Clusters 1 and 3 written: 0 image, 1 overlay, 2 image, 3 overlay, 4 image. */
+	const uint32_t lens[] = {1536, 2560, 7680, 512, 5632, 2560};
+	uint64_t data = galloc(f, 5 * CLUSTER);
+	struct seg segs[8];
+	unsigned n = 0;
+
+	disk_write(w, CLUSTER, 0x66, CLUSTER);
+	disk_write(w, 3 * CLUSTER + 2 * SECTOR, 0x77, SECTOR);
+	memset(guest(f, data, 5 * CLUSTER), 0xee, 5 * CLUSTER);
+	segs[n++] = (struct seg){header(f, VIRTIO_BLK_T_IN, 0), 16, false};
+	uint64_t at = data;
+	for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		segs[n++] = (struct seg){at, lens[i], true};
+		at += lens[i];
+	}
+	assert_int_equal(at - data, 5 * CLUSTER);
+	uint64_t status = status_byte(f);
+	segs[n++] = (struct seg){status, 1, true};
+	uint16_t done = used(f)->idx;
+	offer(f, segs, n);
+	kick_and_wait(f, (uint16_t)(done + 1));
+	assert_int_equal(*(uint8_t *)guest(f, status, 1), VIRTIO_BLK_S_OK);
+	assert_memory_equal(guest(f, data, 5 * CLUSTER), w->model, 5 * CLUSTER);
+}
+
+static void two_partial_writes_to_one_cluster_in_flight_together_both_land(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+
+	uint16_t done = used(f)->idx;
+	struct req a = write_request(f, 2 * SECTORS_PER_CLUSTER + 1, 0x81, SECTOR);
+	struct req b = write_request(f, 2 * SECTORS_PER_CLUSTER + 6, 0x82, SECTOR);
+	kick_and_wait(f, (uint16_t)(done + 2));
+	assert_int_equal(status_of(f, a), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, b), VIRTIO_BLK_S_OK);
+	memset(w->model + 2 * CLUSTER + SECTOR, 0x81, SECTOR);
+	memset(w->model + 2 * CLUSTER + 6 * SECTOR, 0x82, SECTOR);
+	assert_disk_is_model(w);
+}
+
+static void flush_succeeds_and_the_written_data_is_in_the_overlay_file(void **state)
+{
+	struct world *w = *state;
+	uint8_t buf[SECTOR];
+
+	disk_write(w, 7 * CLUSTER, 0x99, SECTOR);
+	io(w, VIRTIO_BLK_T_FLUSH, 0, 0);
+	int fd = open(w->overlay, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, buf, SECTOR, 7 * CLUSTER), SECTOR);
+	close(fd);
+	assert_memory_equal(buf, w->model + 7 * CLUSTER, SECTOR);
+}
+
+static void write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	struct virtio_blk_discard_write_zeroes zeroes[] = {
+	    range(4 * SECTORS_PER_CLUSTER + 1, 3, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP),
+	    range(9 * SECTORS_PER_CLUSTER, 2 * SECTORS_PER_CLUSTER, 0)};
+	struct virtio_blk_discard_write_zeroes discard[] = {range(0, 16 * SECTORS_PER_CLUSTER, 0)};
+	uint8_t map[DISK_CLUSTERS];
+
+	disk_write(w, 9 * CLUSTER, 0x12, CLUSTER);
+	uint16_t done = used(f)->idx;
+	struct req z = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, zeroes, 2);
+	kick_and_wait(f, (uint16_t)(done + 1));
+	assert_int_equal(status_of(f, z), VIRTIO_BLK_S_OK);
+	memset(w->model + 4 * CLUSTER + SECTOR, 0, 3 * SECTOR);
+	memset(w->model + 9 * CLUSTER, 0, 2 * CLUSTER);
+	assert_disk_is_model(w);
+
+	/* Zeros written, not holes punched: a hole would read from the image again. */
+	data_clusters(w->overlay, map);
+	assert_true(map[4] && map[9] && map[10]);
+
+	done = used(f)->idx;
+	struct req d = range_request(f, VIRTIO_BLK_T_DISCARD, discard, 1);
+	kick_and_wait(f, (uint16_t)(done + 1));
+	assert_int_equal(status_of(f, d), VIRTIO_BLK_S_OK);
+	assert_disk_is_model(w);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+}
+
+static void a_freeze_writes_exactly_the_clusters_written_since_the_last_one(void **state)
+{
+	struct world *w = *state;
+
+	disk_write(w, 1 * CLUSTER, 0x01, CLUSTER);
+	disk_write(w, 5 * CLUSTER, 0x02, 2 * CLUSTER);
+	disk_write(w, 30 * CLUSTER + 3 * SECTOR, 0x03, SECTOR);
+	freeze(w, in_dir(w, "l1"));
+	assert_layer_holds(w, in_dir(w, "l1"), (const int[]){1, 5, 6, 30, -1});
+
+	disk_write(w, 6 * CLUSTER, 0x04, SECTOR);
+	disk_write(w, 100 * CLUSTER, 0x05, CLUSTER);
+	freeze(w, in_dir(w, "l2"));
+	assert_layer_holds(w, in_dir(w, "l2"), (const int[]){6, 100, -1});
+
+	freeze(w, in_dir(w, "l3"));
+	assert_layer_holds(w, in_dir(w, "l3"), (const int[]){-1});
+	/* Nothing but the layers and the overlay: no temporary file left behind. */
+	char listing[256];
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "l1 l2 l3 overlay ");
+}
+
+static void a_whole_freeze_writes_every_cluster_the_overlay_holds(void **state)
+{
+	struct world *w = *state;
+
+	disk_write(w, 2 * CLUSTER, 0x21, CLUSTER);
+	freeze(w, in_dir(w, "l1"));
+	disk_write(w, 8 * CLUSTER, 0x22, CLUSTER);
+	assert_int_equal(virtio_blk_freeze_overlay(w->f->blk, in_dir(w, "all"), true), 0);
+	assert_layer_holds(w, in_dir(w, "all"), (const int[]){2, 8, -1});
+	freeze(w, in_dir(w, "l2"));
+	assert_layer_holds(w, in_dir(w, "l2"), (const int[]){-1});
+}
+
+static void a_restore_of_image_and_layers_reads_back_what_the_guest_had(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1"), in_dir(w, "l2")};
+
+	disk_write(w, 0, 0x31, 3 * CLUSTER);
+	disk_write(w, 50 * CLUSTER + SECTOR, 0x32, 2 * SECTOR);
+	freeze(w, layers[0]);
+	disk_write(w, CLUSTER, 0x33, SECTOR); /* over a cluster of l1: l2 wins */
+	disk_write(w, 200 * CLUSTER, 0x34, 8 * CLUSTER);
+	freeze(w, layers[1]);
+	uint8_t *snapshot = malloc(DISK_BYTES);
+	assert_non_null(snapshot);
+	memcpy(snapshot, w->model, DISK_BYTES);
+	disk_write(w, 10 * CLUSTER, 0x35, CLUSTER); /* after the snapshot: not restored */
+
+	attach_overlay(w, in_dir(w, "copy"), true, layers, 2);
+	memcpy(w->model, snapshot, DISK_BYTES);
+	free(snapshot);
+	assert_disk_is_model(w);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+	assert_int_equal(file_size(in_dir(w, "copy")), DISK_BYTES);
+}
+
+static void a_restore_empties_an_overlay_that_held_other_data(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+
+	disk_write(w, 3 * CLUSTER, 0x41, CLUSTER);
+	freeze(w, layers[0]);
+	uint8_t *snapshot = malloc(DISK_BYTES);
+	assert_non_null(snapshot);
+	memcpy(snapshot, w->model, DISK_BYTES);
+	disk_write(w, 60 * CLUSTER, 0x42, CLUSTER);
+	disk_write(w, 3 * CLUSTER, 0x43, SECTOR);
+
+	/* The snapshot's own overlay, once its VM is gone. */
+	attach_overlay(w, w->overlay, true, layers, 1);
+	memcpy(w->model, snapshot, DISK_BYTES);
+	free(snapshot);
+	assert_disk_is_model(w);
+}
+
+static void after_a_restore_the_next_freeze_holds_only_new_writes(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+
+	disk_write(w, 3 * CLUSTER, 0x51, CLUSTER);
+	freeze(w, layers[0]);
+	attach_overlay(w, in_dir(w, "copy"), true, layers, 1);
+	freeze(w, in_dir(w, "l2"));
+	assert_layer_holds(w, in_dir(w, "l2"), (const int[]){-1});
+	disk_write(w, 4 * CLUSTER + SECTOR, 0x52, SECTOR);
+	freeze(w, in_dir(w, "l3"));
+	assert_layer_holds(w, in_dir(w, "l3"), (const int[]){4, -1});
+}
+
+static void a_reopened_overlay_rebuilds_what_it_holds(void **state)
+{
+	struct world *w = *state;
+
+	disk_write(w, 12 * CLUSTER + 5 * SECTOR, 0x61, SECTOR);
+	disk_write(w, 90 * CLUSTER, 0x62, 2 * CLUSTER);
+	attach_overlay(w, w->overlay, false, NULL, 0);
+	assert_disk_is_model(w);
+	/* No layer holds those clusters yet: the first freeze after the reopen does. */
+	freeze(w, in_dir(w, "l1"));
+	assert_layer_holds(w, in_dir(w, "l1"), (const int[]){12, 90, 91, -1});
+}
+
+static void a_failed_freeze_changes_nothing_and_the_disk_goes_on(void **state)
+{
+	struct world *w = *state;
+	const char *missing = in_dir(w, "missing/l1");
+
+	disk_write(w, 7 * CLUSTER, 0x71, CLUSTER);
+	assert_int_equal(virtio_blk_freeze_overlay(w->f->blk, missing, false), -ENOENT);
+	assert_non_null(strstr(w->f->log_text, "missing/l1"));
+	/* /sys takes no new files, even from root. */
+	int err = virtio_blk_freeze_overlay(w->f->blk, "/sys/mote-test.layer", false);
+	assert_true(err == -EACCES || err == -EROFS || err == -EPERM);
+
+	disk_write(w, 8 * CLUSTER + SECTOR, 0x72, SECTOR);
+	assert_disk_is_model(w);
+	freeze(w, in_dir(w, "l1"));
+	assert_layer_holds(w, in_dir(w, "l1"), (const int[]){7, 8, -1});
+}
+
+static void a_freeze_that_cannot_write_its_layer_leaves_no_file(void **state)
+{
+	struct world *w = *state;
+	struct rlimit old, small = {.rlim_cur = 64 * 1024};
+	char listing[256];
+
+	disk_write(w, 200 * CLUSTER, 0x81, CLUSTER);
+	/* A file size limit: writes past it fail with EFBIG, as on a full disk. */
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	small.rlim_max = old.rlim_max;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+	int err = virtio_blk_freeze_overlay(w->f->blk, in_dir(w, "l1"), false);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_int_equal(err, -EFBIG);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "overlay ");
+	freeze(w, in_dir(w, "l1"));
+	assert_layer_holds(w, in_dir(w, "l1"), (const int[]){200, -1});
+}
+
+static void an_image_of_odd_size_keeps_its_size_and_restores(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+
+	/* 5000 bytes: 10 sectors for the guest, the last partly past the end; 2 clusters. */
+	detach(w->f);
+	assert_int_equal(truncate(w->f->path, 5000), 0);
+	w->image_sum = file_checksum(w->f->path);
+	w->disk_bytes = 10 * SECTOR;
+	memset(w->model + 5000, 0, 10 * SECTOR - 5000);
+	attach_overlay(w, in_dir(w, "odd"), false, NULL, 0);
+	assert_int_equal(CONFIG(w->f->dev, capacity), 10);
+	assert_int_equal(file_size(in_dir(w, "odd")), 2 * CLUSTER);
+	assert_disk_is_model(w);
+
+	disk_write(w, 9 * SECTOR, 0x91, SECTOR);
+	disk_write(w, 2 * SECTOR, 0x92, SECTOR);
+	assert_disk_is_model(w);
+	freeze(w, layers[0]);
+	attach_overlay(w, in_dir(w, "copy"), true, layers, 1);
+	assert_disk_is_model(w);
+	assert_int_equal(file_size(w->f->path), 5000);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+}
+
+static void a_direct_disk_with_an_overlay_reads_and_writes(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	struct virtio_blk_options options = {
+	    .path = f->path, .overlay = in_dir(w, "direct"), .direct = true};
+
+	detach(f);
+	fresh_queue(f);
+	assert_int_equal(event_loop_init(&f->loop), 0);
+	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &f->blk), 0);
+	f->dev = virtio_blk_vdev(f->blk);
+	activate(f, f->dev, false);
+	disk_write(w, 20 * CLUSTER, 0xa1, 2 * CLUSTER);
+	disk_write(w, 23 * CLUSTER + SECTOR, 0xa2, SECTOR);
+	assert_disk_is_model(w);
+	assert_int_equal(file_checksum(f->path), w->image_sum);
+}
+
+static void an_overlay_that_is_the_image_is_refused(void **state)
+{
+	struct world *w = *state;
+	char link[200];
+
+	assert_int_equal(try_attach_overlay(w, w->f->path, false, NULL, 0), -EINVAL);
+	assert_non_null(strstr(w->f->log_text, "image itself"));
+	/* Also under another name. */
+	snprintf(link, sizeof(link), "%s/image-link", w->dir);
+	assert_int_equal(symlink(w->f->path, link), 0);
+	assert_int_equal(try_attach_overlay(w, link, false, NULL, 0), -EINVAL);
+	assert_int_equal(file_checksum(w->f->path), w->image_sum);
+}
+
+static void an_overlay_on_a_read_only_disk_is_refused(void **state)
+{
+	struct world *w = *state;
+	struct virtio_blk *blk = NULL;
+	struct virtio_blk_options options = {
+	    .path = w->f->path, .overlay = in_dir(w, "ro"), .read_only = true};
+
+	assert_int_equal(virtio_blk_create(&options, &w->f->mem, &w->f->loop, &w->f->log, &blk),
+			 -EINVAL);
+	assert_null(blk);
+}
+
+static void an_overlay_in_use_is_busy_even_for_a_restore(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	struct virtio_blk *other = NULL;
+	const char *layers[] = {in_dir(w, "l1")};
+	struct virtio_blk_options options = {.path = f->path,
+					     .overlay = w->overlay,
+					     .overlay_restore = true,
+					     .layers = layers,
+					     .layer_count = 1};
+
+	disk_write(w, 5 * CLUSTER, 0xb1, CLUSTER);
+	freeze(w, layers[0]);
+	disk_write(w, 6 * CLUSTER, 0xb2, CLUSTER);
+	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &other), -EBUSY);
+	assert_null(other);
+	assert_non_null(strstr(f->log_text, "locked by another process"));
+	/* The running disk's overlay was not emptied. */
+	assert_disk_is_model(w);
+}
+
+static void disks_on_one_image_share_it_while_no_one_writes_it(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	struct virtio_blk *fork = NULL, *writer = NULL;
+	struct virtio_blk_options options = {.path = f->path, .overlay = in_dir(w, "fork")};
+
+	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &fork), 0);
+	assert_int_equal(open_disk(f, f->path, false, NO_ID, &writer), -EBUSY);
+	virtio_blk_destroy(fork);
+	assert_null(writer);
+}
+
+static void a_missing_layer_fails_before_the_overlay_is_emptied(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1"), in_dir(w, "gone")};
+
+	disk_write(w, 5 * CLUSTER, 0xc1, CLUSTER);
+	freeze(w, layers[0]);
+	detach(w->f);
+	assert_int_equal(try_attach_overlay(w, w->overlay, true, layers, 2), -ENOENT);
+	assert_non_null(strstr(w->f->log_text, "gone"));
+	attach_overlay(w, w->overlay, false, NULL, 0);
+	assert_disk_is_model(w);
+}
+
+static void a_layer_of_another_size_or_the_overlay_itself_is_refused(void **state)
+{
+	struct world *w = *state;
+	const char *small[] = {in_dir(w, "small")};
+	const char *self[] = {in_dir(w, "l1")};
+	int fd = open(small[0], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, DISK_BYTES / 2), 0);
+	close(fd);
+	disk_write(w, 5 * CLUSTER, 0xd1, CLUSTER);
+	freeze(w, self[0]);
+	assert_int_equal(try_attach_overlay(w, in_dir(w, "copy"), true, small, 1), -EINVAL);
+	assert_non_null(strstr(w->f->log_text, "bytes"));
+	/* The overlay about to be emptied is the layer to restore. */
+	assert_int_equal(try_attach_overlay(w, self[0], true, self, 1), -EINVAL);
+	assert_non_null(strstr(w->f->log_text, "also one of the disk's layers"));
+	assert_layer_holds(w, self[0], (const int[]){5, -1});
+}
+
+static void an_overlay_larger_than_its_image_needs_is_refused(void **state)
+{
+	struct world *w = *state;
+	const char *big = in_dir(w, "big");
+	int fd = open(big, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, 2 * DISK_BYTES), 0);
+	close(fd);
+	assert_int_equal(try_attach_overlay(w, big, false, NULL, 0), -EINVAL);
+	assert_non_null(strstr(w->f->log_text, "another image"));
+	assert_int_equal(file_size(big), 2 * DISK_BYTES);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, world_setup, world_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TEST(writes_land_in_the_overlay_and_the_image_never_changes),
+	    TEST(a_new_overlay_holds_nothing_and_every_block_reads_from_the_image),
+	    TEST(a_partial_cluster_write_keeps_the_rest_of_the_cluster_from_the_image),
+	    TEST(a_read_in_scattered_segments_splits_between_overlay_and_image),
+	    TEST(two_partial_writes_to_one_cluster_in_flight_together_both_land),
+	    TEST(flush_succeeds_and_the_written_data_is_in_the_overlay_file),
+	    TEST(write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing),
+	    TEST(a_freeze_writes_exactly_the_clusters_written_since_the_last_one),
+	    TEST(a_whole_freeze_writes_every_cluster_the_overlay_holds),
+	    TEST(a_restore_of_image_and_layers_reads_back_what_the_guest_had),
+	    TEST(a_restore_empties_an_overlay_that_held_other_data),
+	    TEST(after_a_restore_the_next_freeze_holds_only_new_writes),
+	    TEST(a_reopened_overlay_rebuilds_what_it_holds),
+	    TEST(a_failed_freeze_changes_nothing_and_the_disk_goes_on),
+	    TEST(a_freeze_that_cannot_write_its_layer_leaves_no_file),
+	    TEST(an_image_of_odd_size_keeps_its_size_and_restores),
+	    TEST(a_direct_disk_with_an_overlay_reads_and_writes),
+	    TEST(an_overlay_that_is_the_image_is_refused),
+	    TEST(an_overlay_on_a_read_only_disk_is_refused),
+	    TEST(an_overlay_in_use_is_busy_even_for_a_restore),
+	    TEST(disks_on_one_image_share_it_while_no_one_writes_it),
+	    TEST(a_missing_layer_fails_before_the_overlay_is_emptied),
+	    TEST(a_layer_of_another_size_or_the_overlay_itself_is_refused),
+	    TEST(an_overlay_larger_than_its_image_needs_is_refused),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

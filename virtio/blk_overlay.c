@@ -1,0 +1,391 @@
+/* The copy-on-write overlay of a virtio-blk disk (blk_overlay.h): opening base and
+ * overlay, the presence map, and what a request asks of it. */
+#include "blk_overlay.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/fs.h>
+
+static uint64_t overlay_bytes(const struct blk_overlay *ov)
+{
+	return ov->clusters * BLK_OVERLAY_CLUSTER;
+}
+
+void blk_overlay_set_bits(uint64_t *bits, uint64_t first, uint64_t count)
+{
+	for (uint64_t c = first; c < first + count; c++)
+		bits[c / 64] |= 1ULL << (c % 64);
+}
+
+/* Reports what failed with errno and returns it negated. */
+static int overlay_host_error(const struct blk_overlay *ov, const char *path, const char *what)
+{
+	int err = errno;
+
+	log_error(&ov->log, "disk %s: %s: %s", path, what, strerror(err));
+	return -err;
+}
+
+/* Takes a lock without waiting: a second VM on the same file is an error, not a queue. */
+static int overlay_lock(const struct blk_overlay *ov, int fd, const char *path, int how,
+			const char *who)
+{
+	if (flock(fd, how | LOCK_NB) == 0)
+		return 0;
+	if (errno != EWOULDBLOCK)
+		return overlay_host_error(ov, path, "cannot lock");
+	log_error(&ov->log, "disk %s: locked by another process (%s)", path, who);
+	return -EBUSY;
+}
+
+/* O_NONBLOCK is only for open(), so that a FIFO cannot hang it; io_uring would answer
+ * -EAGAIN on a non-blocking file rather than wait. */
+static int overlay_drop_nonblock(const struct blk_overlay *ov, int fd, const char *path)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+		return overlay_host_error(ov, path, "fcntl");
+	return 0;
+}
+
+static int overlay_open_base(struct blk_overlay *ov, struct stat *st)
+{
+	const char *path = ov->base_path;
+
+	ov->base_fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (ov->base_fd < 0)
+		return overlay_host_error(ov, path, "cannot open");
+	if (fstat(ov->base_fd, st) != 0)
+		return overlay_host_error(ov, path, "fstat");
+	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
+		log_error(&ov->log, "disk %s: not a regular file or block device", path);
+		return -EISDIR;
+	}
+	int err = overlay_drop_nonblock(ov, ov->base_fd, path);
+	if (err)
+		return err;
+	if (S_ISREG(st->st_mode))
+		ov->size = (uint64_t)st->st_size;
+	else if (ioctl(ov->base_fd, BLKGETSIZE64, &ov->size) != 0)
+		return overlay_host_error(ov, path, "BLKGETSIZE64");
+	ov->clusters = (ov->size + BLK_OVERLAY_CLUSTER - 1) / BLK_OVERLAY_CLUSTER;
+	/* Shared: VMs may share a base, but none may write it meanwhile. */
+	return overlay_lock(ov, ov->base_fd, path, LOCK_SH, "is a VM writing to it?");
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Opens (or creates) and locks the overlay. Nothing in it is changed yet: only the lock
+ * makes it ours. */
+static int overlay_open_file(struct blk_overlay *ov, const struct stat *base, struct stat *st)
+{
+	const char *path = ov->path;
+
+	ov->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+	if (ov->fd < 0)
+		return overlay_host_error(ov, path, "cannot open or create the overlay");
+	if (fstat(ov->fd, st) != 0)
+		return overlay_host_error(ov, path, "fstat");
+	if (!S_ISREG(st->st_mode)) {
+		log_error(&ov->log, "disk %s: an overlay must be a regular file", path);
+		return -EISDIR;
+	}
+	if (same_file(st, base)) {
+		log_error(&ov->log, "disk %s: the overlay is the disk's image itself", path);
+		return -EINVAL;
+	}
+	int err = overlay_drop_nonblock(ov, ov->fd, path);
+	if (!err)
+		err = overlay_lock(ov, ov->fd, path, LOCK_EX,
+				   "a running VM's overlay? each VM needs an overlay of its own");
+	return err;
+}
+
+int blk_overlay_check_sparse(int fd, uint64_t size, const char *path, const struct mote_log *log)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0) {
+		int err = -errno;
+		log_error(log, "disk %s: fstat: %s", path, strerror(errno));
+		return err;
+	}
+	/* SEEK_DATA reports whole allocation blocks: with larger ones, an absent cluster
+	 * next to a written one would look written. */
+	if (st.st_blksize > (blksize_t)BLK_OVERLAY_CLUSTER) {
+		log_error(log,
+			  "disk %s: its file system allocates %ld-byte blocks, more than the "
+			  "%llu-byte clusters of an overlay",
+			  path, (long)st.st_blksize, BLK_OVERLAY_CLUSTER);
+		return -EINVAL;
+	}
+	if (size == 0 || lseek(fd, 0, SEEK_DATA) < 0)
+		return 0; /* ENXIO: all hole, as it should be */
+	log_error(log,
+		  "disk %s: its file system does not report holes (SEEK_DATA), which overlays "
+		  "and their layers need (ext4, xfs, btrfs and tmpfs do)",
+		  path);
+	return -EINVAL;
+}
+
+/* Empties the overlay: a file of its size that is all holes. */
+static int overlay_empty(struct blk_overlay *ov)
+{
+	if (ftruncate(ov->fd, 0) != 0 || ftruncate(ov->fd, (off_t)overlay_bytes(ov)) != 0)
+		return overlay_host_error(ov, ov->path, "cannot size the overlay");
+	return blk_overlay_check_sparse(ov->fd, overlay_bytes(ov), ov->path, &ov->log);
+}
+
+/* The presence map of an overlay kept from before: its data extents, rounded out to
+ * whole clusters (every cluster it holds was written whole). */
+static int overlay_scan(struct blk_overlay *ov)
+{
+	off_t end = (off_t)overlay_bytes(ov);
+
+	for (off_t pos = 0; pos < end;) {
+		off_t data = lseek(ov->fd, pos, SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			break;
+		off_t hole = data < 0 ? -1 : lseek(ov->fd, data, SEEK_HOLE);
+		if (hole < 0)
+			return overlay_host_error(ov, ov->path, "finding the written blocks");
+		uint64_t first = (uint64_t)data / BLK_OVERLAY_CLUSTER;
+		uint64_t last = ((uint64_t)hole + BLK_OVERLAY_CLUSTER - 1) / BLK_OVERLAY_CLUSTER;
+		if (last > ov->clusters)
+			last = ov->clusters;
+		if (first >= last)
+			break;
+		blk_overlay_set_bits(ov->present, first, last - first);
+		pos = (off_t)(last * BLK_OVERLAY_CLUSTER);
+	}
+	return 0;
+}
+
+/* Boot: an existing overlay goes on where it was; a new (empty) one gets its size. */
+static int overlay_keep(struct blk_overlay *ov, const struct stat *st)
+{
+	uint64_t want = overlay_bytes(ov);
+	uint64_t have = (uint64_t)st->st_size;
+
+	if (have == 0)
+		return overlay_empty(ov);
+	if (have > want) {
+		log_error(&ov->log,
+			  "disk %s: the overlay has %llu bytes, more than the %llu its image %s "
+			  "needs (an overlay of another image?)",
+			  ov->path, (unsigned long long)have, (unsigned long long)want,
+			  ov->base_path);
+		return -EINVAL;
+	}
+	/* The image grew: the new clusters are holes, so they read from it. */
+	if (have < want && ftruncate(ov->fd, (off_t)want) != 0)
+		return overlay_host_error(ov, ov->path, "cannot size the overlay");
+	int err = blk_overlay_check_sparse(ov->fd, 0, ov->path, &ov->log);
+	if (!err)
+		err = overlay_scan(ov);
+	/* No layer holds any of it yet: the first snapshot must. */
+	if (!err)
+		memcpy(ov->since, ov->present, (ov->clusters + 63) / 64 * sizeof(uint64_t));
+	return err;
+}
+
+/* Opens a layer for a restore and checks it fits this disk and is not the overlay, which
+ * is about to be emptied. */
+static int overlay_open_layer(struct blk_overlay *ov, const char *path, const struct stat *own,
+			      int *fd_out)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	*fd_out = fd;
+	if (fd < 0)
+		return overlay_host_error(ov, path, "cannot open the layer");
+	if (fstat(fd, &st) != 0)
+		return overlay_host_error(ov, path, "fstat");
+	if (!S_ISREG(st.st_mode)) {
+		log_error(&ov->log, "disk %s: a layer must be a regular file", path);
+		return -EISDIR;
+	}
+	if (same_file(&st, own)) {
+		log_error(&ov->log, "disk %s: the overlay %s is also one of the disk's layers",
+			  path, ov->path);
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size != overlay_bytes(ov)) {
+		log_error(&ov->log,
+			  "disk %s: a layer of %llu bytes, where the image %s needs %llu (the "
+			  "image was replaced?)",
+			  path, (unsigned long long)st.st_size, ov->base_path,
+			  (unsigned long long)overlay_bytes(ov));
+		return -EINVAL;
+	}
+	return overlay_drop_nonblock(ov, fd, path);
+}
+
+/* Restore: the overlay starts over as the layers, whatever it held. */
+static int overlay_restore(struct blk_overlay *ov, const struct blk_overlay_options *options,
+			   const struct stat *own)
+{
+	unsigned count = options->layer_count;
+	int *fds = calloc(count ? count : 1, sizeof(*fds));
+	int err = fds ? 0 : -ENOMEM;
+	unsigned opened = 0;
+
+	/* All of them first: a missing layer must fail before the overlay is emptied. */
+	for (; opened < count && !err; opened++) {
+		if (!options->layers || !options->layers[opened]) {
+			log_error(&ov->log, "disk %s: a layer without a path", ov->base_path);
+			err = -EINVAL;
+			break;
+		}
+		err = overlay_open_layer(ov, options->layers[opened], own, &fds[opened]);
+	}
+	if (!err)
+		err = overlay_empty(ov);
+	if (!err)
+		err = blk_overlay_apply_layers(ov, fds, options->layers, count);
+	for (unsigned i = 0; i < opened && fds; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+	}
+	free(fds);
+	return err;
+}
+
+static int overlay_alloc(struct blk_overlay *ov)
+{
+	size_t words = (ov->clusters + 63) / 64;
+
+	ov->present = calloc(words ? words : 1, sizeof(uint64_t));
+	ov->since = calloc(words ? words : 1, sizeof(uint64_t));
+	ov->bounce = malloc(BLK_OVERLAY_CLUSTER);
+	return ov->present && ov->since && ov->bounce ? 0 : -ENOMEM;
+}
+
+int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
+		     struct blk_overlay **overlay_out)
+{
+	struct stat base, own;
+
+	*overlay_out = NULL;
+	if (!options->base || !options->overlay) {
+		log_error(log, "virtio-blk: an overlay needs an image and an overlay file");
+		return -EINVAL;
+	}
+	struct blk_overlay *ov = calloc(1, sizeof(*ov));
+	if (!ov)
+		return -ENOMEM;
+	ov->base_fd = -1;
+	ov->fd = -1;
+	if (log)
+		ov->log = *log;
+	ov->base_path = strdup(options->base);
+	ov->path = strdup(options->overlay);
+	int err = ov->base_path && ov->path ? 0 : -ENOMEM;
+	if (!err)
+		err = overlay_open_base(ov, &base);
+	if (!err)
+		err = overlay_alloc(ov);
+	if (!err)
+		err = overlay_open_file(ov, &base, &own);
+	if (!err)
+		err =
+		    options->restore ? overlay_restore(ov, options, &own) : overlay_keep(ov, &own);
+	if (err) {
+		blk_overlay_close(ov);
+		return err;
+	}
+	*overlay_out = ov;
+	return 0;
+}
+
+void blk_overlay_close(struct blk_overlay *ov)
+{
+	if (!ov)
+		return;
+	if (ov->fd >= 0)
+		close(ov->fd); /* and the locks with them */
+	if (ov->base_fd >= 0)
+		close(ov->base_fd);
+	free(ov->present);
+	free(ov->since);
+	free(ov->bounce);
+	free(ov->base_path);
+	free(ov->path);
+	free(ov);
+}
+
+uint64_t blk_overlay_run(const struct blk_overlay *ov, uint64_t offset, uint64_t len, bool *present)
+{
+	uint64_t cluster = offset / BLK_OVERLAY_CLUSTER;
+	uint64_t end = (cluster + 1) * BLK_OVERLAY_CLUSTER;
+
+	*present = blk_overlay_bit(ov->present, cluster);
+	while (end < offset + len && blk_overlay_bit(ov->present, ++cluster) == *present)
+		end += BLK_OVERLAY_CLUSTER;
+	return (end < offset + len ? end : offset + len) - offset;
+}
+
+/* Copies one cluster from the base into the overlay. Beyond the base's end (its last
+ * cluster may be partial) it reads as zeros, as the guest sees it. */
+static int overlay_copy_up(struct blk_overlay *ov, uint64_t cluster)
+{
+	off_t offset = (off_t)(cluster * BLK_OVERLAY_CLUSTER);
+	size_t got = 0;
+
+	while (got < BLK_OVERLAY_CLUSTER) {
+		ssize_t n = pread(ov->base_fd, ov->bounce + got, BLK_OVERLAY_CLUSTER - got,
+				  offset + (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return overlay_host_error(ov, ov->base_path, "reading a block to copy up");
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	memset(ov->bounce + got, 0, BLK_OVERLAY_CLUSTER - got);
+	for (size_t done = 0; done < BLK_OVERLAY_CLUSTER;) {
+		ssize_t n = pwrite(ov->fd, ov->bounce + done, BLK_OVERLAY_CLUSTER - done,
+				   offset + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			return overlay_host_error(ov, ov->path, "copying a block up");
+		}
+		done += (size_t)n;
+	}
+	blk_overlay_set_bits(ov->present, cluster, 1);
+	return 0;
+}
+
+int blk_overlay_prepare_write(struct blk_overlay *ov, uint64_t offset, uint64_t len)
+{
+	uint64_t first = offset / BLK_OVERLAY_CLUSTER;
+	uint64_t last = (offset + len - 1) / BLK_OVERLAY_CLUSTER;
+	int err = 0;
+
+	if (offset % BLK_OVERLAY_CLUSTER && !blk_overlay_bit(ov->present, first))
+		err = overlay_copy_up(ov, first);
+	if (!err && (offset + len) % BLK_OVERLAY_CLUSTER && !blk_overlay_bit(ov->present, last))
+		err = overlay_copy_up(ov, last);
+	if (err)
+		return err;
+	blk_overlay_set_bits(ov->present, first, last - first + 1);
+	blk_overlay_set_bits(ov->since, first, last - first + 1);
+	return 0;
+}

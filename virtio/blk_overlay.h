@@ -1,0 +1,110 @@
+/* The copy-on-write overlay of a virtio-blk disk (mote.h, struct mote_disk.overlay): the
+ * guest's writes go to the overlay file, the base image is opened read-only and never
+ * changed, and what the guest never wrote is read from the base.
+ *
+ * The unit is a cluster of BLK_OVERLAY_CLUSTER bytes. A cluster is present in the overlay
+ * once the guest wrote any byte of it, and then the overlay holds all of it: a write that
+ * covers a cluster partly first copies the cluster up from the base. The overlay is a
+ * sparse file of the base's size rounded up to a whole cluster, in which the present
+ * clusters are exactly the data (never holes): so its presence map is rebuilt at open
+ * from SEEK_DATA/SEEK_HOLE and needs no file of its own. For that reason nothing here
+ * ever deallocates part of the overlay (no hole punching, no FALLOC_FL_ZERO_RANGE, whose
+ * unwritten extents SEEK_DATA reports as holes): zeros are written as zeros.
+ *
+ * A snapshot freezes the clusters written since the previous one into a layer file (the
+ * same sparse shape: its data are those clusters). A restore brings the disk back as the
+ * base plus its layers, oldest first, copied into an emptied overlay, so a running disk
+ * is always just base + overlay, and the next layer starts empty.
+ *
+ * Two bitmaps, one bit per cluster: present (in the overlay) and since (written since the
+ * last freeze). No locking here: the caller holds the device's lock. */
+#ifndef MOTE_VIRTIO_BLK_OVERLAY_H
+#define MOTE_VIRTIO_BLK_OVERLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../vmm/log.h"
+
+/* The host's page and the usual file system block: what SEEK_DATA reports exactly. */
+#define BLK_OVERLAY_CLUSTER 4096ULL
+
+struct blk_overlay_options {
+	const char *base;    /* the image: O_RDONLY with a shared lock, never written */
+	const char *overlay; /* created when missing; O_RDWR with an exclusive lock */
+	/* A restore: the overlay is emptied (whatever it held) and filled with the data of
+	 * these layer files, oldest first; the since map starts empty. Otherwise an existing
+	 * overlay is kept, and all it holds counts as written since the last freeze (no
+	 * layer holds it yet). */
+	bool restore;
+	unsigned layer_count;
+	const char *const *layers;
+};
+
+struct blk_overlay {
+	int base_fd;
+	int fd;		   /* the overlay */
+	uint64_t size;	   /* the base's size in bytes */
+	uint64_t clusters; /* size rounded up to clusters: the overlay's and layers' size */
+	uint64_t *present; /* cluster bitmaps */
+	uint64_t *since;
+	uint8_t *bounce; /* one cluster, for copy-ups */
+	char *base_path;
+	char *path;
+	struct mote_log log;
+};
+
+/* Opens base and overlay as options says, locks both without waiting, and builds the
+ * presence map (from the overlay's data extents, or from the layers on a restore).
+ * Errors, each logged naming the file: -ENOENT, -EACCES; -EISDIR (base not a regular
+ * file or block device, overlay not a regular file); -EBUSY (base or overlay locked by
+ * another process: a VM writing the base, or running on this overlay); -EINVAL (overlay
+ * is the base or one of the layers, is larger than the base needs, lies on a file system
+ * that does not report holes or allocates in blocks over a cluster; a layer of another
+ * size); others from the host (-ENOSPC filling the overlay). */
+int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
+		     struct blk_overlay **overlay_out);
+
+/* Closes both files (and their locks); overlay may be NULL. */
+void blk_overlay_close(struct blk_overlay *overlay);
+
+/* The length of the run at the start of [offset, offset + len) (len > 0, inside the
+ * disk) whose clusters are all present or all absent, and which of the two. */
+uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uint64_t len,
+			 bool *present);
+
+/* Before a write of [offset, offset + len) (len > 0, inside the disk) goes to the overlay:
+ * copies up each partly covered cluster not present yet (synchronously: at most two
+ * clusters), then marks every covered cluster present and written since the last freeze.
+ * Marked before the write is done, so that a later partial write to one of them never
+ * copies the base over it. 0, or a negative errno when a copy-up failed (logged). */
+int blk_overlay_prepare_write(struct blk_overlay *overlay, uint64_t offset, uint64_t len);
+
+/* Layers (blk_overlay_layer.c). */
+
+/* Writes the clusters written since the last freeze (whole: every present cluster) into
+ * a new layer file at layer_path: sparse, the overlay's size, written under a temporary
+ * name, fsynced and renamed, so that it appears whole or not at all. Only when that
+ * succeeded is the since map cleared; on an error (logged: -ENOSPC, -EROFS, -EACCES, ...)
+ * nothing of the disk changed and the guest may go on. No request may be in flight. */
+int blk_overlay_freeze(struct blk_overlay *overlay, const char *layer_path, bool whole);
+
+/* Copies the data of each layer file into the (empty) overlay, oldest first, and marks
+ * it present. The files are opened already (fds), checked to have the overlay's size. */
+int blk_overlay_apply_layers(struct blk_overlay *overlay, const int *fds, const char *const *paths,
+			     unsigned count);
+
+/* Checks that fd's file system suits an overlay or layer: it reports holes (fd, of size
+ * bytes, must be all hole yet; size 0 skips that check) in blocks no larger than a
+ * cluster. 0 or -EINVAL, logged naming path. */
+int blk_overlay_check_sparse(int fd, uint64_t size, const char *path, const struct mote_log *log);
+
+/* Bitmaps of one bit per cluster. */
+static inline bool blk_overlay_bit(const uint64_t *bits, uint64_t cluster)
+{
+	return (bits[cluster / 64] >> (cluster % 64)) & 1;
+}
+
+void blk_overlay_set_bits(uint64_t *bits, uint64_t first, uint64_t count);
+
+#endif
