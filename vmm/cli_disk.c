@@ -1,5 +1,5 @@
-/* `--disk path=IMG[,ro][,id=NAME][,root][,direct]` and the list of disks it builds, shared by
- * the command line and the config file's "drives" (cli_options.h). */
+/* `--disk path=IMG[,ro][,id=NAME][,root][,direct][,overlay=FILE]` and the list of disks it builds,
+ * shared by the command line and the config file's "drives" (cli_options.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +10,7 @@ static void cli_disk_free(struct cli_disk *disk)
 {
 	free(disk->path);
 	free(disk->id);
+	free(disk->overlay);
 	memset(disk, 0, sizeof(*disk));
 }
 
@@ -26,6 +27,8 @@ int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t 
 			ret = cli_replace_part(&disk->path, part + 5, n - 5);
 		else if (n > 3 && strncmp(part, "id=", 3) == 0)
 			ret = cli_replace_part(&disk->id, part + 3, n - 3);
+		else if (n > 8 && strncmp(part, "overlay=", 8) == 0)
+			ret = cli_replace_part(&disk->overlay, part + 8, n - 8);
 		else if (n == 2 && strncmp(part, "ro", 2) == 0)
 			disk->read_only = true;
 		else if (n == 4 && strncmp(part, "root", 4) == 0)
@@ -35,7 +38,7 @@ int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t 
 		else
 			ret = cli_error(error, error_len,
 					"--disk %s: unknown part '%.*s' (expected "
-					"path=IMG[,ro][,id=NAME][,root][,direct])",
+					"path=IMG[,ro][,id=NAME][,root][,direct][,overlay=FILE])",
 					text, (int)n, part);
 		if (ret) {
 			cli_disk_free(disk);

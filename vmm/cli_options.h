@@ -22,6 +22,7 @@ struct cli_disk {
 	bool read_only;
 	bool root;
 	bool direct;
+	char *overlay; /* copy-on-write overlay file, or NULL */
 };
 
 struct cli_net {
@@ -46,6 +47,8 @@ struct cli_options {
 	struct cli_net nets[MOTE_MAX_NETS];
 	uint32_t vsock_cid; /* 0: none */
 	char *vsock_uds;
+	bool track_dirty_pages; /* for diff snapshots */
+	char *api_sock;		/* serve the control API on this Unix socket, or NULL */
 	bool quiet;
 };
 
@@ -76,8 +79,8 @@ int cli_replace_part(char **field, const char *text, size_t n);
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Parses a --disk value, "path=IMG[,ro][,id=NAME][,root]", into *disk (strings
- * allocated). -EINVAL with a reason, -ENOMEM. */
+/* Parses a --disk value, "path=IMG[,ro][,id=NAME][,root][,direct][,overlay=FILE]", into *disk
+ * (strings allocated). -EINVAL with a reason, -ENOMEM. */
 int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t error_len);
 
 /* Adds a disk, taking ownership of its strings (freed on error too). A disk with the
@@ -111,6 +114,10 @@ int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, siz
  * that fits sockaddr_un. -EINVAL with a reason, -ENOMEM. */
 int cli_vsock_set(struct cli_options *opts, uint64_t cid, const char *uds, char *error,
 		  size_t error_len);
+
+/* Checks and stores an --api-sock path (it must fit sockaddr_un). -EINVAL with a
+ * reason, -ENOMEM. */
+int cli_api_sock_set(char **field, const char *path, char *error, size_t error_len);
 
 /* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
 int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);

@@ -3,9 +3,10 @@
  * Firecracker user recognises it:
  *   {"boot-source": {"kernel_image_path": "vmlinux", "initrd_path": "initrd.cpio.gz",
  *                    "boot_args": "console=ttyS0"},
- *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
+ *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256, "track_dirty_pages": false},
  *    "drives": [{"drive_id": "rootfs", "path_on_host": "rootfs.ext4",
- *                "is_root_device": true, "is_read_only": false}],
+ *                "is_root_device": true, "is_read_only": false,
+ *                "overlay": "rootfs.overlay"}],
  *    "network-interfaces": [{"iface_id": "eth0", "host_dev_name": "tap0",
  *                            "guest_mac": "06:00:ac:10:00:02"}],
  *    "vsock": {"guest_cid": 3, "uds_path": "/tmp/v.sock"},
@@ -48,6 +49,16 @@ static int take_uint(const cJSON *item, const char *where, double min, double ma
 		return config_error(error, error_len, "%s.%s must be an integer from %.0f to %.0f",
 				    where, item->string, min, max);
 	*value = item->valuedouble;
+	return 0;
+}
+
+static int take_bool(const cJSON *item, const char *where, bool *field, char *error,
+		     size_t error_len)
+{
+	if (!cJSON_IsBool(item))
+		return config_error(error, error_len, "%s.%s must be true or false", where,
+				    item->string);
+	*field = cJSON_IsTrue(item);
 	return 0;
 }
 
@@ -95,6 +106,9 @@ static int apply_machine_config(struct cli_options *opts, const cJSON *section, 
 				ret = config_error(
 				    error, error_len,
 				    "machine-config.mem_size_mib must be even (2 MiB pages)");
+		} else if (strcmp(item->string, "track_dirty_pages") == 0) {
+			ret = take_bool(item, "machine-config", &opts->track_dirty_pages, error,
+					error_len);
 		} else {
 			ret = config_error(error, error_len, "unknown key machine-config.%s",
 					   item->string);
@@ -102,16 +116,6 @@ static int apply_machine_config(struct cli_options *opts, const cJSON *section, 
 		if (ret)
 			return ret;
 	}
-	return 0;
-}
-
-static int take_bool(const cJSON *item, const char *where, bool *field, char *error,
-		     size_t error_len)
-{
-	if (!cJSON_IsBool(item))
-		return config_error(error, error_len, "%s.%s must be true or false", where,
-				    item->string);
-	*field = cJSON_IsTrue(item);
 	return 0;
 }
 
@@ -145,6 +149,8 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 			ret = take_bool(item, "drives[]", &disk.read_only, error, error_len);
 		else if (strcmp(item->string, "direct") == 0)
 			ret = take_bool(item, "drives[]", &disk.direct, error, error_len);
+		else if (strcmp(item->string, "overlay") == 0)
+			ret = take_string(item, "drives[]", &disk.overlay, error, error_len);
 		else
 			ret =
 			    config_error(error, error_len, "unknown key drives[].%s", item->string);
@@ -156,6 +162,7 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 	if (ret) {
 		free(disk.id);
 		free(disk.path);
+		free(disk.overlay);
 		return ret;
 	}
 	return cli_disk_add(opts, &disk, error, error_len) ? config_reason(error, error_len) : 0;
