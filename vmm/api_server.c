@@ -15,6 +15,10 @@
 
 /* Idle connections are closed after this long. */
 #define API_CONNECTION_TIMEOUT_S 60
+/* A body over API_BODY_MAX is read to its end and dropped before the 413 goes out: a
+ * reply sent while the client still writes would be lost to the connection's reset.
+ * Only a body declared larger than this is refused before it is read. */
+#define API_DRAIN_MAX (16 * 1024 * 1024)
 
 struct api_server {
 	struct vm_controller *controller;
@@ -79,17 +83,16 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *connection, 
 		if (!request)
 			return MHD_NO;
 		*con_cls = request;
-		/* A declared length over the limit is refused before the body is read. */
 		const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
 								 MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (length && strtoull(length, NULL, 10) > API_BODY_MAX) {
+		if (length && strtoull(length, NULL, 10) > API_DRAIN_MAX) {
 			request->too_large = true;
 			return api_too_large(connection);
 		}
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
-		/* Without a declared length (chunked), the rest is read and dropped. */
+		/* Past the limit, the rest is read and dropped. */
 		if (!request->too_large && request->len + *upload_data_size <= API_BODY_MAX) {
 			char *grown = realloc(request->body, request->len + *upload_data_size);
 			if (!grown)

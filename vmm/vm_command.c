@@ -50,6 +50,18 @@ static int vm_controller_fail(struct vm_controller *c, unsigned errors_before, i
 	return err;
 }
 
+/* Whether opts set up any part of a VM (a snapshot would replace it); the console and
+ * such front-end settings do not count. */
+static bool vm_command_options_configure_a_vm(const struct cli_options *opts)
+{
+	struct cli_options defaults;
+
+	cli_options_init(&defaults);
+	return opts->kernel || opts->initrd || opts->cmdline || opts->disk_count ||
+	       opts->net_count || opts->vsock_cid || opts->cpus != defaults.cpus ||
+	       opts->mem_bytes != defaults.mem_bytes || opts->track_dirty_pages;
+}
+
 int vm_controller_init(struct vm_controller *c, struct cli_options *pending, int64_t start_ns,
 		       mote_log_fn log, void *log_opaque)
 {
@@ -61,7 +73,7 @@ int vm_controller_init(struct vm_controller *c, struct cli_options *pending, int
 	c->phase = VM_CONTROLLER_CONFIGURING;
 	c->pending = *pending;
 	cli_options_init(pending);
-	c->configured = c->pending.kernel != NULL;
+	c->configured = vm_command_options_configure_a_vm(&c->pending);
 	c->start_ns = start_ns;
 	c->log = log;
 	c->log_opaque = log_opaque;
@@ -377,7 +389,7 @@ static int vm_controller_execute_locked(struct vm_controller *c, const struct vm
 					 "the VM is built: configuration is pre-boot only");
 		int ret = vm_command_configure(c, command, fault, fault_len);
 		if (ret == -ENOMEM)
-			return cli_error(fault, fault_len, "out of memory"), -ENOMEM;
+			snprintf(fault, fault_len, "out of memory");
 		if (!ret)
 			c->configured = true;
 		return ret;

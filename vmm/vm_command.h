@@ -119,9 +119,10 @@ struct vm_controller {
 	char last_error[VM_CONTROLLER_MESSAGE_MAX];
 };
 
-/* Takes over pending (its strings; pending is left initialised and empty). pending's
- * resources count as configured when it names a kernel. log receives every message of
- * the VM. 0 or -ENOMEM. */
+/* Takes over pending (its strings; pending is left initialised and empty). When pending
+ * sets up any part of the VM (kernel, disks, sizes, ...; not the console), snapshot load
+ * is refused, as Firecracker refuses it after configuration. log receives every message
+ * of the VM. Returns 0. */
 int vm_controller_init(struct vm_controller *c, struct cli_options *pending, int64_t start_ns,
 		       mote_log_fn log, void *log_opaque);
 
