@@ -155,11 +155,11 @@ static int cli_serve(struct vm_controller *c, struct cli_context *ctx, const cha
 	}
 	if (first) {
 		char fault[VM_CONTROLLER_MESSAGE_MAX + 64];
-		unsigned errors = c->error_count;
+		unsigned errors = vm_controller_error_count(c);
 		int ret = vm_controller_execute(c, first, fault, sizeof(fault));
 		if (ret) {
 			/* The library said why already, unless the controller refused. */
-			if (c->error_count == errors)
+			if (vm_controller_error_count(c) == errors)
 				fprintf(stderr, "mote: error: %s\n", fault);
 			api_server_stop(server);
 			return error_code(ret);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MIB (1024ULL * 1024ULL)
 
@@ -28,7 +29,7 @@ static void vm_controller_log(void *opaque, enum mote_log_level level, const cha
 		c->log(c->log_opaque, level, message);
 }
 
-static unsigned vm_controller_error_count(struct vm_controller *c)
+unsigned vm_controller_error_count(struct vm_controller *c)
 {
 	pthread_mutex_lock(&c->error_lock);
 	unsigned count = c->error_count;
@@ -303,8 +304,8 @@ static int vm_command_snapshot_load(struct vm_controller *c,
 		return cli_error(fault, fault_len,
 				 "snapshot load: a state file and a memory file are required");
 	restore.console = c->pending.console;
-	restore.console_in_fd = 0;
-	restore.console_out_fd = 1;
+	restore.console_in_fd = STDIN_FILENO;
+	restore.console_out_fd = STDOUT_FILENO;
 	restore.console_path = c->pending.console_path;
 	restore.start_monotonic_ns = c->start_ns;
 	restore.log = vm_controller_log;

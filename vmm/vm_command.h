@@ -146,7 +146,12 @@ int vm_controller_run(struct vm_controller *c, struct mote_exit *exit);
 /* From any thread (a signal thread): stops the VM, or ends the wait for one. */
 void vm_controller_stop(struct vm_controller *c);
 
-/* What GET / and GET /machine-config report. */
+/* How many errors the library has logged through the controller: a caller compares the
+ * count around a command to know whether the library already said why it failed. */
+unsigned vm_controller_error_count(struct vm_controller *c);
+
+/* What GET / and GET /machine-config report (the machine is the pending configuration's,
+ * also after a snapshot load). */
 struct vm_controller_description {
 	/* Firecracker's InstanceInfo.state: "Not started", "Running" or "Paused"; mote adds
 	 * "Ended" for the moment between the VM's end and the process's. */
