@@ -85,6 +85,7 @@ int api_parse_machine_config(const cJSON *body, bool partial, struct vm_command 
 {
 	static const char where[] = "machine-config";
 	static const char *const huge_pages[] = {"None", NULL};
+	static const char *const cpu_templates[] = {"None", NULL};
 	struct vm_command_machine_config *m = &command->machine_config;
 	const cJSON *item;
 	int ret = api_object(body, where, fault, fault_len);
@@ -116,6 +117,8 @@ int api_parse_machine_config(const cJSON *body, bool partial, struct vm_command 
 				    api_fault(fault, fault_len, "%s: smt is not supported", where);
 		} else if (strcmp(item->string, "huge_pages") == 0) {
 			ret = api_enum(item, where, huge_pages, &index, fault, fault_len);
+		} else if (strcmp(item->string, "cpu_template") == 0) {
+			ret = api_enum(item, where, cpu_templates, &index, fault, fault_len);
 		} else {
 			ret = api_unknown_field(item, where, fault, fault_len);
 		}
@@ -172,7 +175,12 @@ int api_parse_drive(const cJSON *body, const char *drive_id, struct vm_command *
 		    char *fault, size_t fault_len)
 {
 	static const char where[] = "drives";
+	/* Accepted for Firecracker's clients, same effect either way: mote always submits
+	 * through io_uring and always honours the guest's flushes (safer than "Unsafe"). */
+	static const char *const cache_types[] = {"Unsafe", "Writeback", NULL};
+	static const char *const io_engines[] = {"Sync", "Async", NULL};
 	struct vm_command_drive *d = &command->drive;
+	unsigned index;
 	const char *id = NULL;
 	bool has_root = false;
 	const cJSON *item;
@@ -196,6 +204,10 @@ int api_parse_drive(const cJSON *body, const char *drive_id, struct vm_command *
 			ret = api_string(item, where, &d->overlay, fault, fault_len);
 		} else if (strcmp(item->string, "direct") == 0) { /* mote */
 			ret = api_bool(item, where, &d->direct, fault, fault_len);
+		} else if (strcmp(item->string, "cache_type") == 0) {
+			ret = api_enum(item, where, cache_types, &index, fault, fault_len);
+		} else if (strcmp(item->string, "io_engine") == 0) {
+			ret = api_enum(item, where, io_engines, &index, fault, fault_len);
 		} else {
 			ret = api_unknown_field(item, where, fault, fault_len);
 		}

@@ -254,18 +254,28 @@ static void vm_command_sleep_ms(unsigned ms)
 
 /* Hands a built VM to vm_controller_run() and waits until it runs (or ended), so that the
  * command's caller can pause it as soon as it has the reply. A VM restored paused is
- * ready at once. */
-static void vm_controller_adopt(struct vm_controller *c, struct mote_vm *vm)
+ * ready at once. -EINTR (the VM destroyed) when the controller was stopped meanwhile. */
+static int vm_controller_adopt(struct vm_controller *c, struct mote_vm *vm, const char *what,
+			       char *fault, size_t fault_len)
 {
 	pthread_mutex_lock(&c->lock);
-	c->vm = vm;
-	c->phase = VM_CONTROLLER_HAS_VM;
-	pthread_cond_broadcast(&c->changed);
+	bool stopped = c->phase == VM_CONTROLLER_ENDED;
+	if (!stopped) {
+		c->vm = vm;
+		c->phase = VM_CONTROLLER_HAS_VM;
+		pthread_cond_broadcast(&c->changed);
+	}
 	pthread_mutex_unlock(&c->lock);
+	if (stopped) {
+		mote_vm_destroy(vm);
+		snprintf(fault, fault_len, "%s: mote was stopped meanwhile", what);
+		return -EINTR;
+	}
 	for (unsigned waited = 0;
 	     mote_vm_get_state(vm) == MOTE_VM_CREATED && waited < VM_COMMAND_START_WAIT_MS;
 	     waited++)
 		vm_command_sleep_ms(1);
+	return 0;
 }
 
 static int vm_command_instance_start(struct vm_controller *c, char *fault, size_t fault_len)
@@ -285,8 +295,7 @@ static int vm_command_instance_start(struct vm_controller *c, char *fault, size_
 	int ret = mote_vm_create(&config, &vm);
 	if (ret)
 		return vm_controller_fail(c, errors, ret, "InstanceStart", fault, fault_len);
-	vm_controller_adopt(c, vm);
-	return 0;
+	return vm_controller_adopt(c, vm, "InstanceStart", fault, fault_len);
 }
 
 static int vm_command_snapshot_load(struct vm_controller *c,
@@ -314,8 +323,7 @@ static int vm_command_snapshot_load(struct vm_controller *c,
 	int ret = mote_vm_restore(&restore, &vm);
 	if (ret)
 		return vm_controller_fail(c, errors, ret, "snapshot load", fault, fault_len);
-	vm_controller_adopt(c, vm);
-	return 0;
+	return vm_controller_adopt(c, vm, "snapshot load", fault, fault_len);
 }
 
 /* Commands on the VM. */

@@ -205,6 +205,34 @@ static void boot_source_drives_nics_and_vsock_configure_the_vm(void **state)
 	assert_string_equal(o->disks[0].path, "/s.img");
 }
 
+/* What Firecracker's own clients send along, with values mote can honour. */
+static void firecracker_defaults_are_accepted(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(call(f, "PUT", "/machine-config",
+			      "{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"smt\": false, "
+			      "\"cpu_template\": \"None\", \"huge_pages\": \"None\"}",
+			      NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/drives/d",
+			      "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", "
+			      "\"is_root_device\": false, \"cache_type\": \"Unsafe\", "
+			      "\"io_engine\": \"Async\"}",
+			      NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/vsock",
+			      "{\"vsock_id\": \"v\", \"guest_cid\": 3, \"uds_path\": \"/v\"}",
+			      NULL),
+			 204);
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"smt\": true}", "smt");
+	assert_refused(f, 400, "PUT", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_root_device\": "
+		       "false, \"cache_type\": \"None\"}",
+		       "cache_type");
+}
+
 static void malformed_json_is_400_and_the_server_keeps_answering(void **state)
 {
 	struct fixture *f = *state;
@@ -478,6 +506,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(a_refused_update_changes_nothing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(boot_source_drives_nics_and_vsock_configure_the_vm,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(firecracker_defaults_are_accepted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(malformed_json_is_400_and_the_server_keeps_answering,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(wrong_types_are_400, setup, teardown),
