@@ -260,6 +260,8 @@ static int vm_controller_adopt(struct vm_controller *c, struct mote_vm *vm, cons
 {
 	pthread_mutex_lock(&c->lock);
 	bool stopped = c->phase == VM_CONTROLLER_ENDED;
+	/* Before vm_controller_run() (the CLI's own first command), nobody runs it yet. */
+	bool runner = c->runner_waiting;
 	if (!stopped) {
 		c->vm = vm;
 		c->phase = VM_CONTROLLER_HAS_VM;
@@ -271,8 +273,8 @@ static int vm_controller_adopt(struct vm_controller *c, struct mote_vm *vm, cons
 		snprintf(fault, fault_len, "%s: mote was stopped meanwhile", what);
 		return -EINTR;
 	}
-	for (unsigned waited = 0;
-	     mote_vm_get_state(vm) == MOTE_VM_CREATED && waited < VM_COMMAND_START_WAIT_MS;
+	for (unsigned waited = 0; runner && mote_vm_get_state(vm) == MOTE_VM_CREATED &&
+				  waited < VM_COMMAND_START_WAIT_MS;
 	     waited++)
 		vm_command_sleep_ms(1);
 	return 0;
@@ -434,8 +436,10 @@ int vm_controller_execute(struct vm_controller *c, const struct vm_command *comm
 int vm_controller_run(struct vm_controller *c, struct mote_exit *exit)
 {
 	pthread_mutex_lock(&c->lock);
+	c->runner_waiting = true;
 	while (c->phase == VM_CONTROLLER_CONFIGURING)
 		pthread_cond_wait(&c->changed, &c->lock);
+	c->runner_waiting = false;
 	struct mote_vm *vm = c->vm;
 	pthread_mutex_unlock(&c->lock);
 	if (!vm)

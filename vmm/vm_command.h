@@ -110,6 +110,7 @@ struct vm_controller {
 	enum vm_controller_phase phase;
 	struct mote_vm *vm;
 	bool configured;	    /* a resource was set: Firecracker's snapshot/load refuses */
+	bool runner_waiting;	    /* vm_controller_run() waits for a VM to run */
 	struct cli_options pending; /* the configuration InstanceStart builds from */
 	int64_t start_ns;	    /* CLOCK_MONOTONIC of process start, for the boot timer */
 	mote_log_fn log;	    /* the embedder's */
