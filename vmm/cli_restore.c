@@ -226,6 +226,10 @@ int cli_restore_parse(struct cli_restore_options *opts, int argc, char **argv, c
 	if (!opts->restore.state_path || !opts->restore.mem_path)
 		return cli_error(error, error_len,
 				 "restore: --snapshot STATE and --mem MEMFILE are required");
+	if (opts->restore.paused && !opts->api_sock)
+		return cli_error(
+		    error, error_len,
+		    "restore: --paused needs --api-sock PATH (nothing could resume it)");
 	return 0;
 }
 

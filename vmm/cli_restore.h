@@ -4,6 +4,7 @@
  *                [--vsock-uds PATH] [--paused] [--track-dirty-pages]
  *                [--api-sock PATH] [--console KIND] [--quiet]
  * NAME is a disk's id or the guest's name for it (vda), a NIC's id or guest name (eth0).
+ * --paused needs --api-sock (a `mote resume --api-sock` continues the VM).
  * With --api-sock naming a socket a mote already serves, the snapshot is loaded into
  * that mote (PUT /snapshot/load; cli_control.h); otherwise it is restored here. */
 #ifndef MOTE_CLI_RESTORE_H

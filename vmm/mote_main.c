@@ -79,7 +79,7 @@ static const char usage[] =
     "                       a disk's image and/or overlay replaced; NAME is its id or vda..\n"
     "  --net NAME=TAP       a NIC's TAP replaced; NAME is its id or eth0..\n"
     "  --vsock-uds PATH     the vsock device's Unix socket replaced\n"
-    "  --paused             stay paused until resumed (mote resume --api-sock)\n"
+    "  --paused             stay paused until resumed (needs --api-sock; mote resume)\n"
     "  --track-dirty-pages  track written pages, for diff snapshots of the restored VM\n"
     "  --api-sock PATH, --console KIND, --quiet   as for run\n"
     "\n"

@@ -137,6 +137,7 @@ static void restore_bad_arguments_give_a_one_line_reason(void **state)
 	    {"restore", "--snapshot", "s", "--mem", "m", "--bogus", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "extra", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--api-sock", "", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--paused", NULL},
 	};
 
 	(void)state;
