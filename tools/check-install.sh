@@ -32,7 +32,8 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 cc -o "$work/use" "$work/use.c" $(pkg-config --cflags --libs libmote)
 LD_LIBRARY_PATH="$prefix/lib" "$work/use" >/dev/null
 cc -o "$work/use-static" "$work/use.c" $(pkg-config --cflags --static libmote) \
-	"$prefix/lib/libmote.a" $(pkg-config --static --libs-only-l libcjson liburing) -lpthread
+	"$prefix/lib/libmote.a" $(pkg-config --static --libs-only-l libcjson liburing) \
+	$(pkg-config --libs-only-l zlib libmicrohttpd libcurl) -lpthread
 "$work/use-static" >/dev/null
 "$prefix/bin/mote" --version >/dev/null
 echo "check-install: ok"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "size_parse.h"
 
@@ -38,6 +39,7 @@ void cli_options_free(struct cli_options *opts)
 	cli_disks_free(opts);
 	cli_nets_free(opts);
 	free(opts->vsock_uds);
+	free(opts->api_sock);
 	cli_options_init(opts);
 }
 
@@ -95,6 +97,8 @@ enum {
 	OPT_DISK,
 	OPT_NET,
 	OPT_VSOCK,
+	OPT_TRACK_DIRTY,
+	OPT_API_SOCK,
 	OPT_QUIET,
 	OPT_HELP,
 };
@@ -110,6 +114,8 @@ static const struct option run_options[] = {
     {"disk", required_argument, NULL, OPT_DISK},
     {"net", required_argument, NULL, OPT_NET},
     {"vsock", required_argument, NULL, OPT_VSOCK},
+    {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -155,6 +161,11 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 		return ret ? ret : cli_net_add(opts, &net, error, error_len);
 	case OPT_VSOCK:
 		return cli_vsock_parse(opts, arg, error, error_len);
+	case OPT_TRACK_DIRTY:
+		opts->track_dirty_pages = true;
+		return 0;
+	case OPT_API_SOCK:
+		return cli_api_sock_set(&opts->api_sock, arg, error, error_len);
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;
@@ -163,6 +174,15 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 		return 0;
 	}
 	return 0;
+}
+
+int cli_api_sock_set(char **field, const char *path, char *error, size_t error_len)
+{
+	if (!path[0] || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return cli_error(error, error_len,
+				 "--api-sock %s: must be a Unix socket path of 1 to %zu bytes",
+				 path, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	return replace_string(field, path);
 }
 
 static int parse_run(struct cli_options *opts, int argc, char **argv, char *error, size_t error_len)
@@ -197,8 +217,11 @@ static int parse_run(struct cli_options *opts, int argc, char **argv, char *erro
 		return cli_error(error, error_len, "run: unexpected argument %s", argv[optind]);
 	if (opts->command == CLI_COMMAND_HELP)
 		return 0;
-	if (!opts->kernel)
-		return cli_error(error, error_len, "run: --kernel PATH is required");
+	/* With a control socket the kernel, or a snapshot, may come through the API. */
+	if (!opts->kernel && !opts->api_sock)
+		return cli_error(error, error_len,
+				 "run: --kernel PATH is required (or --api-sock PATH to configure "
+				 "the VM through the API)");
 	return 0;
 }
 

@@ -47,6 +47,8 @@ struct cli_options {
 	struct cli_net nets[MOTE_MAX_NETS];
 	uint32_t vsock_cid; /* 0: none */
 	char *vsock_uds;
+	bool track_dirty_pages; /* for diff snapshots */
+	char *api_sock;		/* serve the control API on this Unix socket, or NULL */
 	bool quiet;
 };
 
@@ -114,6 +116,10 @@ int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, siz
  * that fits sockaddr_un. -EINVAL with a reason, -ENOMEM. */
 int cli_vsock_set(struct cli_options *opts, uint64_t cid, const char *uds, char *error,
 		  size_t error_len);
+
+/* Checks and stores an --api-sock path (it must fit sockaddr_un). -EINVAL with a
+ * reason, -ENOMEM. */
+int cli_api_sock_set(char **field, const char *path, char *error, size_t error_len);
 
 /* Checks and stores a memory size in bytes (multiple of 2 MiB, 16 MiB..1 TiB). */
 int cli_memory_set(struct cli_options *opts, uint64_t bytes, char *error, size_t error_len);

@@ -3,7 +3,7 @@
  * Firecracker user recognises it:
  *   {"boot-source": {"kernel_image_path": "vmlinux", "initrd_path": "initrd.cpio.gz",
  *                    "boot_args": "console=ttyS0"},
- *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256},
+ *    "machine-config": {"vcpu_count": 2, "mem_size_mib": 256, "track_dirty_pages": false},
  *    "drives": [{"drive_id": "rootfs", "path_on_host": "rootfs.ext4",
  *                "is_root_device": true, "is_read_only": false,
  *                "overlay": "rootfs.overlay"}],
@@ -52,6 +52,16 @@ static int take_uint(const cJSON *item, const char *where, double min, double ma
 	return 0;
 }
 
+static int take_bool(const cJSON *item, const char *where, bool *field, char *error,
+		     size_t error_len)
+{
+	if (!cJSON_IsBool(item))
+		return config_error(error, error_len, "%s.%s must be true or false", where,
+				    item->string);
+	*field = cJSON_IsTrue(item);
+	return 0;
+}
+
 static int apply_boot_source(struct cli_options *opts, const cJSON *section, char *error,
 			     size_t error_len)
 {
@@ -96,6 +106,9 @@ static int apply_machine_config(struct cli_options *opts, const cJSON *section, 
 				ret = config_error(
 				    error, error_len,
 				    "machine-config.mem_size_mib must be even (2 MiB pages)");
+		} else if (strcmp(item->string, "track_dirty_pages") == 0) {
+			ret = take_bool(item, "machine-config", &opts->track_dirty_pages, error,
+					error_len);
 		} else {
 			ret = config_error(error, error_len, "unknown key machine-config.%s",
 					   item->string);
@@ -103,16 +116,6 @@ static int apply_machine_config(struct cli_options *opts, const cJSON *section, 
 		if (ret)
 			return ret;
 	}
-	return 0;
-}
-
-static int take_bool(const cJSON *item, const char *where, bool *field, char *error,
-		     size_t error_len)
-{
-	if (!cJSON_IsBool(item))
-		return config_error(error, error_len, "%s.%s must be true or false", where,
-				    item->string);
-	*field = cJSON_IsTrue(item);
 	return 0;
 }
 

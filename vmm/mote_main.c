@@ -1,36 +1,44 @@
-/* The `mote` command: a thin front-end over libmote. `mote exec` and `mote cp` have
- * exit codes of their own (cli_exec.h). Exit codes of `mote run` (README):
+/* The `mote` command: a thin front-end over libmote. Each command's exit codes are in
+ * its header: `mote run` and `mote restore` in cli_run.h, `mote pause`, `resume`,
+ * `snapshot` (and `restore` to a waiting mote) in cli_control.h, `mote exec` and
+ * `mote cp` in cli_exec.h. `mote run` and `mote restore` (README):
  *   0  the guest powered off or rebooted
  *   1  the VM failed while running, or was stopped by a signal
  *   2  bad command line or config file
  *   3  KVM unavailable or missing a capability
- *   4  kernel, initrd or console file unusable (missing, empty, malformed, too big)
- *   5  the guest kernel panicked */
-#include <errno.h>
-#include <pthread.h>
-#include <signal.h>
+ *   4  kernel, initrd, disk, console file, TAP, vsock socket, --api-sock path or
+ *      snapshot file unusable (missing, empty, malformed, too big)
+ *   5  the guest kernel panicked
+ *   6  restore: a damaged, foreign or other-version state file, a memory file of the
+ *      wrong size, an override naming a disk or NIC the snapshot lacks
+ * `mote pause|resume|snapshot`, `mote restore` to a waiting mote: 0 done, 1 the mote
+ * refused or failed the request (its fault_message printed), 2 bad command line, 7 no
+ * mote answers on the API socket. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "cli_control.h"
 #include "cli_exec.h"
 #include "cli_options.h"
+#include "cli_restore.h"
+#include "cli_run.h"
 #include "mote.h"
 
-enum {
-	EXIT_GUEST_ENDED = 0,
-	EXIT_VM_FAILED = 1,
-	EXIT_USAGE = 2,
-	EXIT_NO_KVM = 3,
-	EXIT_BAD_IMAGE = 4,
-	EXIT_GUEST_PANIC = 5,
-};
+static int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 static const char usage[] =
     "usage: mote run --kernel PATH [options]\n"
+    "       mote run --api-sock PATH [options]   (configured or restored through the API)\n"
+    "       mote restore --snapshot STATE --mem MEMFILE [restore options]\n"
+    "       mote pause|resume --api-sock PATH\n"
+    "       mote snapshot --api-sock PATH --state FILE --mem FILE [--diff] [--resume]\n"
     "       mote exec --vsock PATH [exec options] [--] CMD [ARG...]\n"
     "       mote cp --vsock PATH [--port N] [--wait S] SRC DST\n"
     "       mote --help | --version\n"
@@ -58,11 +66,37 @@ static const char usage[] =
     "                       virtio-vsock: host programs connect to PATH and send\n"
     "                       \"CONNECT PORT\\n\"; the guest reaches CID 2 port P at PATH_P\n"
     "  --config FILE        JSON settings; flags given too override it\n"
+    "  --track-dirty-pages  track written pages, for diff snapshots\n"
+    "  --api-sock PATH      serve the control API (HTTP/1.1, JSON, Firecracker's paths)\n"
+    "                       on this Unix socket; without --kernel, wait for the VM's\n"
+    "                       configuration and InstanceStart, or a snapshot, through it\n"
     "  --quiet              no progress messages on stderr\n"
     "\n"
-    "exit codes: 0 guest powered off or rebooted, 1 VM failed, 2 usage error,\n"
-    "            3 no usable KVM, 4 unusable kernel/initrd/disk/console file, TAP or vsock\n"
-    "            socket, 5 guest panic\n"
+    "restore options (the VM runs in this process; with --api-sock naming a socket a\n"
+    "waiting `mote run --api-sock` serves, the snapshot is loaded into that mote):\n"
+    "  --snapshot STATE     the state file (required)\n"
+    "  --mem MEMFILE        the full memory file (required)\n"
+    "  --mem-diff FILE      a diff memory file laid over it, oldest first, repeatable\n"
+    "  --disk NAME:path=IMG[,overlay=FILE]\n"
+    "                       a disk's image and/or overlay replaced; NAME is its id or vda..\n"
+    "  --net NAME=TAP       a NIC's TAP replaced; NAME is its id or eth0..\n"
+    "  --vsock-uds PATH     the vsock device's Unix socket replaced\n"
+    "  --paused             stay paused until resumed (needs --api-sock; mote resume)\n"
+    "  --track-dirty-pages  track written pages, for diff snapshots of the restored VM\n"
+    "  --api-sock PATH, --console KIND, --quiet   as for run\n"
+    "\n"
+    "run and restore exit codes: 0 guest powered off or rebooted, 1 VM failed or\n"
+    "            stopped by a signal, 2 usage error, 3 no usable KVM, 4 unusable kernel,\n"
+    "            initrd, disk, console file, TAP, vsock or API socket, snapshot file,\n"
+    "            5 guest panic, 6 snapshot damaged, of another version, or not matching\n"
+    "            its memory file or the overrides\n"
+    "\n"
+    "pause, resume and snapshot talk to a running mote's --api-sock; snapshot pauses a\n"
+    "running VM first and leaves it paused unless --resume; --diff writes only the pages\n"
+    "written since the previous snapshot (needs --track-dirty-pages).\n"
+    "pause, resume, snapshot (and restore to a waiting mote) exit codes: 0 done,\n"
+    "            1 refused or failed (the reason printed), 2 usage error, 7 no mote\n"
+    "            answers on the API socket\n"
     "\n"
     "exec runs CMD in a running guest through its agent (mote.agent on the guest's\n"
     "kernel command line); output streamed, our stdin forwarded, ^C forwarded.\n"
@@ -80,204 +114,9 @@ static const char usage[] =
     "            the command, 2 usage error\n"
     "cp exit codes: 0 copied, 1 not copied, 2 usage error, 125 agent unreachable\n";
 
-struct cli_context {
-	bool quiet;
-	bool tty_raw;
-	struct termios saved_tty;
-};
-
-static void cli_log(void *opaque, enum mote_log_level level, const char *message)
-{
-	const struct cli_context *ctx = opaque;
-
-	if (level >= MOTE_LOG_INFO && ctx->quiet)
-		return;
-	if (level == MOTE_LOG_DEBUG)
-		return;
-	fprintf(stderr, "mote: %s%s\n", level == MOTE_LOG_ERROR ? "error: " : "", message);
-}
-
-static int64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-/* Raw input, so that keys reach the guest one by one and Ctrl-C goes to the guest's
- * shell; output processing stays on so our own messages keep their line breaks. */
-static void tty_enter_raw(struct cli_context *ctx)
-{
-	struct termios raw;
-
-	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &ctx->saved_tty) < 0)
-		return;
-	raw = ctx->saved_tty;
-	raw.c_iflag &=
-	    ~(tcflag_t)(IGNBRK | BRKINT | PARMRK | ISTRIP | INLCR | IGNCR | ICRNL | IXON);
-	raw.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
-	raw.c_cflag |= CS8;
-	raw.c_cc[VMIN] = 1;
-	raw.c_cc[VTIME] = 0;
-	if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
-		ctx->tty_raw = true;
-}
-
-static void tty_restore(struct cli_context *ctx)
-{
-	if (ctx->tty_raw)
-		tcsetattr(STDIN_FILENO, TCSANOW, &ctx->saved_tty);
-	ctx->tty_raw = false;
-}
-
-struct signal_thread_args {
-	sigset_t set;
-	struct mote_vm *vm;
-};
-
-/* SIGINT/SIGTERM/SIGHUP are blocked in every thread and taken here, where calling
- * into the library is safe (a signal handler could not take its locks). */
-static void *signal_thread(void *arg)
-{
-	struct signal_thread_args *args = arg;
-	int sig;
-
-	while (sigwait(&args->set, &sig) == 0) {
-		if (sig == SIGUSR2)
-			break; /* our own "VM is over" wake-up */
-		fprintf(stderr, "\nmote: %s received, stopping the VM\n", strsignal(sig));
-		mote_vm_stop(args->vm);
-	}
-	return NULL;
-}
-
-static int exit_code_for_create_error(int err)
-{
-	switch (err) {
-	case -ENODEV:
-	case -ENOTSUP:
-		return EXIT_NO_KVM;
-	case -ENOENT:
-	case -EACCES:
-	case -EISDIR:
-	case -ENOEXEC:
-	case -EFBIG:
-	case -ENOSPC:
-	case -E2BIG:
-	case -EBUSY:
-	case -EADDRINUSE:
-	case -ENAMETOOLONG:
-		return EXIT_BAD_IMAGE;
-	case -EINVAL:
-		return EXIT_USAGE;
-	default:
-		return EXIT_VM_FAILED;
-	}
-}
-
-static int run_vm(const struct cli_options *opts, struct cli_context *ctx, int64_t start_ns)
-{
-	struct signal_thread_args sig_args;
-	struct mote_config config;
-	struct mote_exit exit_info;
-	struct mote_vm *vm;
-	pthread_t sig_thread;
-	int ret, code;
-
-	mote_config_init(&config);
-	config.kernel_path = opts->kernel;
-	config.initrd_path = opts->initrd;
-	config.cmdline = opts->cmdline;
-	config.cpus = opts->cpus;
-	config.mem_bytes = opts->mem_bytes;
-	config.console = opts->console;
-	config.console_path = opts->console_path;
-	config.disk_count = opts->disk_count;
-	for (unsigned i = 0; i < opts->disk_count; i++) {
-		config.disks[i] = (struct mote_disk){
-		    .path = opts->disks[i].path,
-		    .id = opts->disks[i].id,
-		    .read_only = opts->disks[i].read_only,
-		    .root = opts->disks[i].root,
-		    .direct = opts->disks[i].direct,
-		    .overlay = opts->disks[i].overlay,
-		};
-	}
-	config.net_count = opts->net_count;
-	for (unsigned i = 0; i < opts->net_count; i++) {
-		config.nets[i] = (struct mote_net){
-		    .tap = opts->nets[i].tap,
-		    .id = opts->nets[i].id,
-		    .has_mac = opts->nets[i].has_mac,
-		};
-		memcpy(config.nets[i].mac, opts->nets[i].mac, sizeof(config.nets[i].mac));
-	}
-	config.vsock =
-	    (struct mote_vsock){.guest_cid = opts->vsock_cid, .uds_path = opts->vsock_uds};
-	config.start_monotonic_ns = start_ns;
-	config.log = cli_log;
-	config.log_opaque = ctx;
-
-	/* Block before any VM thread exists, so every thread inherits the mask. */
-	sigemptyset(&sig_args.set);
-	sigaddset(&sig_args.set, SIGINT);
-	sigaddset(&sig_args.set, SIGTERM);
-	sigaddset(&sig_args.set, SIGHUP);
-	sigaddset(&sig_args.set, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &sig_args.set, NULL);
-
-	ret = mote_vm_create(&config, &vm);
-	if (ret)
-		return exit_code_for_create_error(ret);
-
-	sig_args.vm = vm;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	/* Small stack: see vm_thread_start() in the library for why. */
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	ret = pthread_create(&sig_thread, &attr, signal_thread, &sig_args);
-	pthread_attr_destroy(&attr);
-	if (ret) {
-		fprintf(stderr, "mote: error: cannot start the signal thread\n");
-		mote_vm_destroy(vm);
-		return EXIT_VM_FAILED;
-	}
-	if (opts->console == MOTE_CONSOLE_FDS)
-		tty_enter_raw(ctx);
-	ret = mote_vm_run(vm, &exit_info);
-	tty_restore(ctx);
-	if (!ret && !ctx->quiet)
-		fprintf(stderr, "mote: guest memory touched: %llu KiB\n",
-			(unsigned long long)(exit_info.memory_touched_bytes >> 10));
-	pthread_kill(sig_thread, SIGUSR2);
-	pthread_join(sig_thread, NULL);
-	mote_vm_destroy(vm);
-	if (ret)
-		return EXIT_VM_FAILED;
-
-	switch (exit_info.reason) {
-	case MOTE_EXIT_POWER_OFF:
-	case MOTE_EXIT_REBOOT:
-		cli_log(ctx, MOTE_LOG_INFO, exit_info.message);
-		code = EXIT_GUEST_ENDED;
-		break;
-	case MOTE_EXIT_PANIC:
-		fprintf(stderr, "mote: error: %s\n", exit_info.message);
-		code = EXIT_GUEST_PANIC;
-		break;
-	default:
-		fprintf(stderr, "mote: error: %s\n", exit_info.message);
-		code = EXIT_VM_FAILED;
-		break;
-	}
-	return code;
-}
-
 int main(int argc, char **argv)
 {
 	int64_t start_ns = monotonic_ns();
-	struct cli_context ctx = {0};
 	struct cli_options opts;
 	char error[CLI_ERROR_MAX] = "";
 	int code;
@@ -286,11 +125,16 @@ int main(int argc, char **argv)
 		return cli_exec_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "cp") == 0)
 		return cli_cp_main(argc - 1, argv + 1);
+	if (argc >= 2 && (strcmp(argv[1], "pause") == 0 || strcmp(argv[1], "resume") == 0 ||
+			  strcmp(argv[1], "snapshot") == 0))
+		return cli_control_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "restore") == 0)
+		return cli_restore_main(argc - 1, argv + 1, start_ns);
 	cli_options_init(&opts);
 	if (cli_options_parse(&opts, argc, argv, error, sizeof(error))) {
 		fprintf(stderr, "mote: %s\n", error);
 		cli_options_free(&opts);
-		return EXIT_USAGE;
+		return CLI_EXIT_USAGE;
 	}
 	switch (opts.command) {
 	case CLI_COMMAND_HELP:
@@ -302,8 +146,7 @@ int main(int argc, char **argv)
 		code = 0;
 		break;
 	default:
-		ctx.quiet = opts.quiet;
-		code = run_vm(&opts, &ctx, start_ns);
+		code = cli_run_vm(&opts, start_ns);
 		break;
 	}
 	cli_options_free(&opts);

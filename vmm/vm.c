@@ -144,6 +144,17 @@ static void vm_i8042_reset(void *opaque)
 	vm_end(opaque, MOTE_EXIT_REBOOT, 0, "guest reset through the i8042 controller");
 }
 
+/* IRQ 1 is an edge-triggered ISA interrupt: raise and lower it. */
+static void vm_i8042_pulse_irq(void *opaque)
+{
+	struct mote_vm *vm = opaque;
+	struct kvm_irq_level irq = {.irq = I8042_KEYBOARD_IRQ, .level = 1};
+
+	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+	irq.level = 0;
+	ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
+}
+
 static void vm_debug_port_event(void *opaque, enum debug_port_event event)
 {
 	struct mote_vm *vm = opaque;
@@ -361,6 +372,7 @@ static int vm_register_devices(struct mote_vm *vm)
 
 	serial_init(&vm->serial, vm->console_out_fd, &vm_serial_ops, vm);
 	i8042_init(&vm->i8042, vm_i8042_reset, vm);
+	i8042_connect_irq(&vm->i8042, vm_i8042_pulse_irq);
 	debug_port_init(&vm->debug_port, vm_debug_port_event, vm);
 
 	ret = bus_register(&vm->pio, SERIAL_COM1_ADDR, SERIAL_REG_COUNT, serial_access, &vm->serial,
@@ -659,6 +671,16 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 void mote_vm_stop(struct mote_vm *vm)
 {
 	vm_end(vm, MOTE_EXIT_ERROR, -EINTR, "stopped by the host");
+}
+
+int mote_vm_send_ctrl_alt_del(struct mote_vm *vm)
+{
+	if (mote_vm_get_state(vm) != MOTE_VM_RUNNING)
+		return -EINVAL;
+	int ret = i8042_send_ctrl_alt_del(&vm->i8042);
+	if (ret)
+		log_error(&vm->log, "Ctrl-Alt-Del: the guest has not read the keys sent before");
+	return ret;
 }
 
 void mote_vm_destroy(struct mote_vm *vm)

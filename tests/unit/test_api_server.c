@@ -1,0 +1,539 @@
+/* The control API over a real Unix socket, driven with libcurl (api_client.h), on a
+ * controller that has no VM: configuration lands in the controller, every bad request
+ * gets its 4xx and a fault_message, and the server keeps answering. No KVM needed. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "vmm/api_client.h"
+#include "vmm/api_server.h"
+#include "vmm/vm_command.h"
+
+struct fixture {
+	char dir[64];
+	char sock[128];
+	struct vm_controller controller;
+	struct api_server *server;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct cli_options pending;
+	struct mote_log log = {0};
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/mote-api-XXXXXX");
+	if (!mkdtemp(f->dir))
+		return -1;
+	snprintf(f->sock, sizeof(f->sock), "%s/api.sock", f->dir);
+	cli_options_init(&pending);
+	vm_controller_init(&f->controller, &pending, 0, NULL, NULL);
+	if (api_server_start(&f->controller, f->sock, &log, &f->server))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	api_server_stop(f->server);
+	vm_controller_destroy(&f->controller);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* One request; the reply's status, and its fault_message copied into fault (may be
+ * NULL). */
+static long call(struct fixture *f, const char *method, const char *path, const char *body,
+		 char *fault)
+{
+	struct api_client_reply reply;
+	char error[256];
+
+	assert_int_equal(
+	    api_client_request(f->sock, method, path, body, &reply, error, sizeof(error)), 0);
+	if (fault)
+		snprintf(fault, 512, "%s", reply.fault);
+	long status = reply.status;
+	api_client_reply_free(&reply);
+	return status;
+}
+
+/* A 4xx with a fault_message that names what is wrong. */
+static void assert_refused(struct fixture *f, long want, const char *method, const char *path,
+			   const char *body, const char *mentions)
+{
+	char fault[512];
+
+	long status = call(f, method, path, body, fault);
+	if (status != want || !fault[0] || (mentions && !strstr(fault, mentions)))
+		fail_msg("%s %s %s: %ld \"%s\", wanted %ld mentioning \"%s\"", method, path,
+			 body ? body : "", status, fault, want, mentions ? mentions : "");
+}
+
+/* GET's body as JSON. */
+static cJSON *get_json(struct fixture *f, const char *path)
+{
+	struct api_client_reply reply;
+	char error[256];
+
+	assert_int_equal(
+	    api_client_request(f->sock, "GET", path, NULL, &reply, error, sizeof(error)), 0);
+	assert_int_equal(reply.status, 200);
+	cJSON *json = cJSON_Parse(reply.body);
+	assert_non_null(json);
+	api_client_reply_free(&reply);
+	return json;
+}
+
+static void assert_still_answers(struct fixture *f)
+{
+	cJSON *json = get_json(f, "/");
+	cJSON_Delete(json);
+}
+
+static void get_root_describes_a_vm_not_started(void **state)
+{
+	struct fixture *f = *state;
+	cJSON *json = get_json(f, "/");
+
+	assert_string_equal(cJSON_GetObjectItem(json, "state")->valuestring, "Not started");
+	assert_string_equal(cJSON_GetObjectItem(json, "vmm_version")->valuestring, MOTE_VERSION);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(json, "id")));
+	cJSON_Delete(json);
+}
+
+static void machine_config_put_is_visible_in_get(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(call(f, "PUT", "/machine-config",
+			      "{\"vcpu_count\": 2, \"mem_size_mib\": 256, \"track_dirty_pages\": "
+			      "true}",
+			      NULL),
+			 204);
+	cJSON *json = get_json(f, "/machine-config");
+	assert_int_equal(cJSON_GetObjectItem(json, "vcpu_count")->valueint, 2);
+	assert_int_equal(cJSON_GetObjectItem(json, "mem_size_mib")->valueint, 256);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(json, "track_dirty_pages")));
+	cJSON_Delete(json);
+	assert_int_equal(f->controller.pending.cpus, 2);
+	assert_int_equal(f->controller.pending.mem_bytes, 256ULL << 20);
+	assert_true(f->controller.pending.track_dirty_pages);
+}
+
+static void machine_config_patch_changes_only_what_it_names(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(
+	    call(f, "PUT", "/machine-config", "{\"vcpu_count\": 4, \"mem_size_mib\": 512}", NULL),
+	    204);
+	assert_int_equal(call(f, "PATCH", "/machine-config", "{\"mem_size_mib\": 64}", NULL), 204);
+	assert_int_equal(f->controller.pending.cpus, 4);
+	assert_int_equal(f->controller.pending.mem_bytes, 64ULL << 20);
+	/* PUT needs both sizes. */
+	assert_refused(f, 400, "PUT", "/machine-config", "{\"vcpu_count\": 1}", "mem_size_mib");
+}
+
+static void a_refused_update_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 8, \"mem_size_mib\": 33}", "mem_size_mib");
+	assert_int_equal(f->controller.pending.cpus, 1);
+	assert_int_equal(f->controller.pending.mem_bytes, 128ULL << 20);
+}
+
+static void boot_source_drives_nics_and_vsock_configure_the_vm(void **state)
+{
+	struct fixture *f = *state;
+	const struct cli_options *o = &f->controller.pending;
+
+	assert_int_equal(call(f, "PUT", "/boot-source",
+			      "{\"kernel_image_path\": \"/k\", \"boot_args\": \"quiet\"}", NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/drives/rootfs",
+			      "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/r.img\", "
+			      "\"is_root_device\": true, \"is_read_only\": false, \"overlay\": "
+			      "\"/r.overlay\"}",
+			      NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/network-interfaces/eth0",
+			      "{\"iface_id\": \"eth0\", \"host_dev_name\": \"tap0\", "
+			      "\"guest_mac\": \"06:00:ac:10:00:02\"}",
+			      NULL),
+			 204);
+	assert_int_equal(
+	    call(f, "PUT", "/vsock", "{\"guest_cid\": 3, \"uds_path\": \"/tmp/v.sock\"}", NULL),
+	    204);
+	assert_string_equal(o->kernel, "/k");
+	assert_string_equal(o->cmdline, "quiet");
+	assert_int_equal(o->disk_count, 1);
+	assert_string_equal(o->disks[0].id, "rootfs");
+	assert_string_equal(o->disks[0].overlay, "/r.overlay");
+	assert_true(o->disks[0].root);
+	assert_int_equal(o->net_count, 1);
+	assert_string_equal(o->nets[0].tap, "tap0");
+	assert_int_equal(o->nets[0].mac[5], 0x02);
+	assert_int_equal(o->vsock_cid, 3);
+	/* The same drive_id again replaces the drive. */
+	assert_int_equal(call(f, "PUT", "/drives/rootfs",
+			      "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/s.img\", "
+			      "\"is_root_device\": true}",
+			      NULL),
+			 204);
+	assert_int_equal(o->disk_count, 1);
+	assert_string_equal(o->disks[0].path, "/s.img");
+}
+
+/* What Firecracker's own clients send along, with values mote can honour. */
+static void firecracker_defaults_are_accepted(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(call(f, "PUT", "/machine-config",
+			      "{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"smt\": false, "
+			      "\"cpu_template\": \"None\", \"huge_pages\": \"None\"}",
+			      NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/drives/d",
+			      "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", "
+			      "\"is_root_device\": false, \"cache_type\": \"Unsafe\", "
+			      "\"io_engine\": \"Async\"}",
+			      NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/vsock",
+			      "{\"vsock_id\": \"v\", \"guest_cid\": 3, \"uds_path\": \"/v\"}",
+			      NULL),
+			 204);
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 128, \"smt\": true}", "smt");
+	assert_refused(f, 400, "PUT", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_root_device\": "
+		       "false, \"cache_type\": \"None\"}",
+		       "cache_type");
+}
+
+static void malformed_json_is_400_and_the_server_keeps_answering(void **state)
+{
+	struct fixture *f = *state;
+	const char *bodies[] = {"{",
+				"{\"vcpu_count\": 2,}",
+				"not json",
+				"{} trailing",
+				"[]",
+				"\"text\"",
+				"{\"vcpu_count\": 2, \"mem_size_mib\": 256}}"};
+
+	for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		assert_refused(f, 400, "PUT", "/machine-config", bodies[i], NULL);
+		assert_still_answers(f);
+	}
+	assert_refused(f, 400, "PUT", "/machine-config", NULL, "body");
+}
+
+static void wrong_types_are_400(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": \"2\", \"mem_size_mib\": 256}", "vcpu_count");
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 2.5, \"mem_size_mib\": 256}", "vcpu_count");
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 256, \"track_dirty_pages\": 1}",
+		       "track_dirty_pages");
+	assert_refused(f, 400, "PUT", "/boot-source", "{\"kernel_image_path\": 7}",
+		       "kernel_image_path");
+	assert_refused(f, 400, "PUT", "/vsock", "{\"guest_cid\": 2, \"uds_path\": \"/v\"}",
+		       "guest_cid");
+	assert_refused(f, 400, "PATCH", "/vm", "{\"state\": true}", "state");
+	assert_still_answers(f);
+}
+
+static void unknown_fields_and_values_are_400(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 1, \"mem_size_mib\": 128, \"cpus\": 1}", "cpus");
+	assert_refused(f, 400, "PUT", "/actions", "{\"action_type\": \"Reboot\"}", "action_type");
+	assert_refused(f, 400, "PUT", "/actions", "{\"action_type\": \"FlushMetrics\"}",
+		       "action_type");
+	assert_refused(f, 400, "PATCH", "/vm", "{\"state\": \"Stopped\"}", "Paused");
+	assert_refused(f, 400, "PUT", "/snapshot/create",
+		       "{\"snapshot_path\": \"/s\", \"mem_file_path\": \"/m\", \"snapshot_type\": "
+		       "\"Incremental\"}",
+		       "snapshot_type");
+	assert_refused(f, 400, "PUT", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_root_device\": false, "
+		       "\"rate_limiter\": {}}",
+		       "rate_limiter");
+	assert_still_answers(f);
+}
+
+static void oversized_bodies_are_refused(void **state)
+{
+	struct fixture *f = *state;
+	size_t len = API_BODY_MAX + 1;
+	char *big = malloc(len + 1);
+
+	/* A valid JSON string, just too long. */
+	memset(big, ' ', len);
+	big[0] = '{';
+	big[len - 1] = '}';
+	big[len] = '\0';
+	assert_refused(f, 413, "PUT", "/machine-config", big, "larger");
+	free(big);
+	assert_still_answers(f);
+	assert_int_equal(f->controller.pending.cpus, 1);
+}
+
+/* curl's read callback for a chunked upload of n spaces inside braces. */
+struct chunked_body {
+	size_t left;
+	bool started;
+};
+
+static size_t chunked_read(char *buffer, size_t size, size_t count, void *opaque)
+{
+	struct chunked_body *body = opaque;
+	size_t n = size * count < body->left ? size * count : body->left;
+
+	memset(buffer, ' ', n);
+	if (!body->started && n)
+		buffer[0] = '{';
+	body->started = true;
+	body->left -= n;
+	if (!body->left && n)
+		buffer[n - 1] = '}';
+	return n;
+}
+
+static void oversized_chunked_body_without_a_length_is_413(void **state)
+{
+	struct fixture *f = *state;
+	struct chunked_body body = {.left = 3 * API_BODY_MAX};
+	struct curl_slist *headers = curl_slist_append(NULL, "Transfer-Encoding: chunked");
+	CURL *curl = curl_easy_init();
+	long status = 0;
+
+	curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, f->sock);
+	curl_easy_setopt(curl, CURLOPT_URL, "http://localhost/machine-config");
+	curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(curl, CURLOPT_READFUNCTION, chunked_read);
+	curl_easy_setopt(curl, CURLOPT_READDATA, &body);
+	curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, NULL);
+	FILE *sink = fopen("/dev/null", "w");
+	curl_easy_setopt(curl, CURLOPT_WRITEDATA, sink);
+	assert_int_equal(curl_easy_perform(curl), CURLE_OK);
+	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+	fclose(sink);
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+	assert_int_equal(status, 413);
+	assert_still_answers(f);
+}
+
+static void unknown_path_is_404_and_wrong_method_is_405(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 404, "GET", "/nope", NULL, "/nope");
+	assert_refused(f, 404, "PUT", "/drives/", "{}", NULL);
+	assert_refused(f, 404, "PUT", "/drives/a/b", "{}", NULL);
+	assert_refused(f, 405, "DELETE", "/vm", NULL, "PATCH");
+	assert_refused(f, 405, "PUT", "/vm", "{\"state\": \"Paused\"}", "PATCH");
+	assert_refused(f, 405, "POST", "/actions", "{\"action_type\": \"InstanceStart\"}", "PUT");
+	assert_refused(f, 405, "GET", "/snapshot/create", NULL, NULL);
+	assert_still_answers(f);
+}
+
+static void pause_resume_snapshot_and_ctrl_alt_del_before_start_are_400(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PATCH", "/vm", "{\"state\": \"Paused\"}", "not started");
+	assert_refused(f, 400, "PATCH", "/vm", "{\"state\": \"Resumed\"}", "not started");
+	assert_refused(f, 400, "PUT", "/actions", "{\"action_type\": \"SendCtrlAltDel\"}",
+		       "not started");
+	assert_refused(f, 400, "PUT", "/snapshot/create",
+		       "{\"snapshot_path\": \"/s\", \"mem_file_path\": \"/m\"}", "not started");
+}
+
+static void instance_start_without_a_kernel_is_400(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PUT", "/actions", "{\"action_type\": \"InstanceStart\"}", "kernel");
+	/* With a kernel that cannot be read: the library's reason, still no VM. */
+	assert_int_equal(call(f, "PUT", "/boot-source",
+			      "{\"kernel_image_path\": \"/nonexistent/vmlinux\"}", NULL),
+			 204);
+	assert_refused(f, 400, "PUT", "/actions", "{\"action_type\": \"InstanceStart\"}",
+		       "/nonexistent/vmlinux");
+	cJSON *json = get_json(f, "/");
+	assert_string_equal(cJSON_GetObjectItem(json, "state")->valuestring, "Not started");
+	cJSON_Delete(json);
+}
+
+static void snapshot_load_is_refused_after_configuration(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(call(f, "PUT", "/boot-source", "{\"kernel_image_path\": \"/k\"}", NULL),
+			 204);
+	assert_refused(f, 400, "PUT", "/snapshot/load",
+		       "{\"snapshot_path\": \"/s\", \"mem_file_path\": \"/m\"}", "configured");
+}
+
+static void snapshot_load_needs_exactly_one_memory_file(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PUT", "/snapshot/load", "{\"snapshot_path\": \"/s\"}",
+		       "mem_file_path");
+	assert_refused(f, 400, "PUT", "/snapshot/load",
+		       "{\"snapshot_path\": \"/s\", \"mem_file_path\": \"/m\", \"mem_backend\": "
+		       "{\"backend_type\": \"File\", \"backend_path\": \"/m\"}}",
+		       "exactly one");
+	assert_refused(f, 400, "PUT", "/snapshot/load",
+		       "{\"snapshot_path\": \"/s\", \"mem_backend\": {\"backend_type\": "
+		       "\"Uffd\", \"backend_path\": \"/u\"}}",
+		       "backend_type");
+}
+
+static void snapshot_load_of_a_damaged_state_file_is_400_and_builds_nothing(void **state)
+{
+	struct fixture *f = *state;
+	char state_path[160], body[512];
+
+	snprintf(state_path, sizeof(state_path), "%s/state", f->dir);
+	int fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "not a snapshot", 14), 14);
+	close(fd);
+	snprintf(body, sizeof(body),
+		 "{\"snapshot_path\": \"%s\", \"mem_backend\": {\"backend_type\": \"File\", "
+		 "\"backend_path\": \"%s\"}, \"resume_vm\": true}",
+		 state_path, state_path);
+	assert_refused(f, 400, "PUT", "/snapshot/load", body, state_path);
+	unlink(state_path);
+	cJSON *json = get_json(f, "/");
+	assert_string_equal(cJSON_GetObjectItem(json, "state")->valuestring, "Not started");
+	cJSON_Delete(json);
+	/* Nothing was configured by the failed load: configuration still works. */
+	assert_int_equal(call(f, "PATCH", "/machine-config", "{\"vcpu_count\": 2}", NULL), 204);
+}
+
+static void a_live_socket_and_a_non_socket_path_are_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct vm_controller other;
+	struct cli_options pending;
+	struct api_server *server = NULL;
+	struct mote_log log = {0};
+	char file_path[160];
+
+	cli_options_init(&pending);
+	vm_controller_init(&other, &pending, 0, NULL, NULL);
+	assert_int_equal(api_server_start(&other, f->sock, &log, &server), -EADDRINUSE);
+	snprintf(file_path, sizeof(file_path), "%s/plain", f->dir);
+	int fd = open(file_path, O_WRONLY | O_CREAT, 0600);
+	close(fd);
+	assert_int_equal(api_server_start(&other, file_path, &log, &server), -EEXIST);
+	struct stat st;
+	assert_int_equal(stat(file_path, &st), 0); /* left alone */
+	unlink(file_path);
+	vm_controller_destroy(&other);
+	assert_still_answers(f);
+}
+
+static void a_stale_socket_is_replaced_and_the_socket_goes_at_stop(void **state)
+{
+	struct fixture *f = *state;
+	struct vm_controller other;
+	struct cli_options pending;
+	struct api_server *server = NULL;
+	struct mote_log log = {0};
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	struct stat st;
+	char stale[160];
+
+	/* A socket bound and closed: nobody listens there any more. */
+	snprintf(stale, sizeof(stale), "%s/stale.sock", f->dir);
+	assert_true(strlen(stale) < sizeof(address.sun_path));
+	memcpy(address.sun_path, stale, strlen(stale));
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+	close(fd);
+	cli_options_init(&pending);
+	vm_controller_init(&other, &pending, 0, NULL, NULL);
+	assert_int_equal(api_server_start(&other, stale, &log, &server), 0);
+	assert_int_equal(stat(stale, &st), 0);
+	api_server_stop(server);
+	assert_int_equal(stat(stale, &st), -1);
+	vm_controller_destroy(&other);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(get_root_describes_a_vm_not_started, setup, teardown),
+	    cmocka_unit_test_setup_teardown(machine_config_put_is_visible_in_get, setup, teardown),
+	    cmocka_unit_test_setup_teardown(machine_config_patch_changes_only_what_it_names, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(a_refused_update_changes_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(boot_source_drives_nics_and_vsock_configure_the_vm,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(firecracker_defaults_are_accepted, setup, teardown),
+	    cmocka_unit_test_setup_teardown(malformed_json_is_400_and_the_server_keeps_answering,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(wrong_types_are_400, setup, teardown),
+	    cmocka_unit_test_setup_teardown(unknown_fields_and_values_are_400, setup, teardown),
+	    cmocka_unit_test_setup_teardown(oversized_bodies_are_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(oversized_chunked_body_without_a_length_is_413, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(unknown_path_is_404_and_wrong_method_is_405, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		pause_resume_snapshot_and_ctrl_alt_del_before_start_are_400, setup, teardown),
+	    cmocka_unit_test_setup_teardown(instance_start_without_a_kernel_is_400, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(snapshot_load_is_refused_after_configuration, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(snapshot_load_needs_exactly_one_memory_file, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		snapshot_load_of_a_damaged_state_file_is_400_and_builds_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(a_live_socket_and_a_non_socket_path_are_refused, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(a_stale_socket_is_replaced_and_the_socket_goes_at_stop,
+					    setup, teardown),
+	};
+
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	int failed = cmocka_run_group_tests(tests, NULL, NULL);
+	curl_global_cleanup();
+	return failed;
+}

@@ -1,0 +1,383 @@
+/* The command lines of `mote restore`, `pause`, `resume` and `snapshot`, the run flags
+ * of the control API, and the controller's life without a VM. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cli_test_parse.h"
+#include "vmm/api_requests.h"
+#include "vmm/cli_control.h"
+#include "vmm/cli_restore.h"
+#include "vmm/vm_command.h"
+
+#define ARGV_MAX 32
+
+/* Copies the NULL-terminated words into a mutable argv (getopt may permute it). */
+static int make_argv(char **argv, const char *const *words)
+{
+	int argc = 0;
+
+	while (words[argc]) {
+		assert_true(argc < ARGV_MAX - 1);
+		argv[argc] = (char *)words[argc];
+		argc++;
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
+static int parse_restore(struct cli_restore_options *o, char *error, const char *const *words)
+{
+	char *argv[ARGV_MAX];
+	int argc = make_argv(argv, words);
+
+	cli_restore_options_init(o);
+	return cli_restore_parse(o, argc, argv, error, CLI_ERROR_MAX);
+}
+
+static int parse_control(struct cli_control_options *o, char *error, const char *const *words)
+{
+	char *argv[ARGV_MAX];
+	int argc = make_argv(argv, words);
+
+	return cli_control_parse(o, argc, argv, error, CLI_ERROR_MAX);
+}
+
+static void restore_flags_fill_every_setting(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"restore",
+			       "--snapshot",
+			       "/s/state",
+			       "--mem",
+			       "/s/mem",
+			       "--mem-diff",
+			       "/s/d1",
+			       "--mem-diff",
+			       "/s/d2",
+			       "--disk",
+			       "rootfs:path=/img/base,overlay=/img/copy1",
+			       "--disk",
+			       "vdb:overlay=/img/scratch1",
+			       "--net",
+			       "eth0=tap7",
+			       "--vsock-uds",
+			       "/tmp/v1.sock",
+			       "--paused",
+			       "--track-dirty-pages",
+			       "--api-sock",
+			       "/tmp/api1.sock",
+			       "--console",
+			       "file:/tmp/c1",
+			       NULL};
+	const struct mote_restore_config *r = &o.restore;
+
+	(void)state;
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	assert_string_equal(r->state_path, "/s/state");
+	assert_string_equal(r->mem_path, "/s/mem");
+	assert_int_equal(r->mem_diff_count, 2);
+	assert_string_equal(r->mem_diff_paths[1], "/s/d2");
+	assert_int_equal(r->disk_override_count, 2);
+	assert_string_equal(r->disk_overrides[0].disk, "rootfs");
+	assert_string_equal(r->disk_overrides[0].path, "/img/base");
+	assert_string_equal(r->disk_overrides[0].overlay, "/img/copy1");
+	assert_string_equal(r->disk_overrides[1].disk, "vdb");
+	assert_null(r->disk_overrides[1].path);
+	assert_string_equal(r->disk_overrides[1].overlay, "/img/scratch1");
+	assert_int_equal(r->net_override_count, 1);
+	assert_string_equal(r->net_overrides[0].nic, "eth0");
+	assert_string_equal(r->net_overrides[0].tap, "tap7");
+	assert_string_equal(r->vsock_uds_path, "/tmp/v1.sock");
+	assert_true(r->paused);
+	assert_true(r->track_dirty_pages);
+	assert_string_equal(o.api_sock, "/tmp/api1.sock");
+	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
+	assert_string_equal(o.console_path, "/tmp/c1");
+	cli_restore_options_free(&o);
+}
+
+static void restore_defaults_run_at_once_on_stdio(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"restore", "--snapshot", "s", "--mem", "m", NULL};
+
+	(void)state;
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	assert_false(o.restore.paused);
+	assert_false(o.restore.track_dirty_pages);
+	assert_int_equal(o.restore.mem_diff_count, 0);
+	assert_null(o.api_sock);
+	assert_int_equal(o.console, MOTE_CONSOLE_FDS);
+	cli_restore_options_free(&o);
+}
+
+static void restore_bad_arguments_give_a_one_line_reason(void **state)
+{
+	const char *const cases[][8] = {
+	    {"restore", "--mem", "m", NULL},
+	    {"restore", "--snapshot", "s", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--disk", "rootfs", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--disk", ":path=/x", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--disk", "vda:ro", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--disk", "vda:", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--net", "eth0", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--net", "=tap0", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--console", "tty", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--bogus", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "extra", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--api-sock", "", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--paused", NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cli_restore_options o;
+		char error[CLI_ERROR_MAX] = "";
+
+		if (parse_restore(&o, error, cases[i]) != -EINVAL)
+			fail_msg("case %zu accepted", i);
+		assert_true(strlen(error) > 0);
+		assert_null(strchr(error, '\n'));
+		cli_restore_options_free(&o);
+	}
+}
+
+static void restore_takes_at_most_64_diff_files(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[2 * (MOTE_MAX_MEM_DIFFS + 1) + 6] = {"restore", "--snapshot", "s",
+							       "--mem", "m"};
+	size_t n = 5;
+
+	(void)state;
+	for (int i = 0; i <= MOTE_MAX_MEM_DIFFS; i++) {
+		words[n++] = "--mem-diff";
+		words[n++] = "d";
+	}
+	words[n] = NULL;
+	char **argv = calloc(n + 1, sizeof(*argv));
+	memcpy(argv, words, (n + 1) * sizeof(*argv));
+	cli_restore_options_init(&o);
+	assert_int_equal(cli_restore_parse(&o, (int)n, argv, error, sizeof(error)), -EINVAL);
+	assert_non_null(strstr(error, "at most"));
+	cli_restore_options_free(&o);
+	free(argv);
+}
+
+/* What `mote restore --api-sock` sends is what PUT /snapshot/load reads back. */
+static void restore_request_body_round_trips_through_the_api_parser(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "", fault[256] = "";
+	const char *words[] = {"restore",
+			       "--snapshot",
+			       "/s/state",
+			       "--mem",
+			       "/s/mem",
+			       "--mem-diff",
+			       "/s/d1",
+			       "--disk",
+			       "vda:overlay=/o1",
+			       "--net",
+			       "lan=tap3",
+			       "--vsock-uds",
+			       "/v3",
+			       "--track-dirty-pages",
+			       "--api-sock",
+			       "/a",
+			       NULL};
+	struct vm_command command;
+
+	(void)state;
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	char *body = cli_restore_request_body(&o);
+	assert_non_null(body);
+	cJSON *json = cJSON_Parse(body);
+	assert_int_equal(api_parse_snapshot_load(json, &command, fault, sizeof(fault)), 0);
+	const struct mote_restore_config *r = &command.snapshot_load.restore;
+	assert_string_equal(r->state_path, "/s/state");
+	assert_string_equal(r->mem_path, "/s/mem");
+	assert_int_equal(r->mem_diff_count, 1);
+	assert_string_equal(r->mem_diff_paths[0], "/s/d1");
+	assert_int_equal(r->disk_override_count, 1);
+	assert_string_equal(r->disk_overrides[0].disk, "vda");
+	assert_null(r->disk_overrides[0].path);
+	assert_string_equal(r->disk_overrides[0].overlay, "/o1");
+	assert_int_equal(r->net_override_count, 1);
+	assert_string_equal(r->net_overrides[0].nic, "lan");
+	assert_string_equal(r->net_overrides[0].tap, "tap3");
+	assert_string_equal(r->vsock_uds_path, "/v3");
+	assert_true(r->track_dirty_pages);
+	assert_false(r->paused); /* no --paused: resume_vm */
+	cJSON_Delete(json);
+	free(body);
+	cli_restore_options_free(&o);
+}
+
+static void snapshot_flags_are_parsed(void **state)
+{
+	struct cli_control_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"snapshot", "--api-sock", "/a",	   "--state",  "/s",
+			       "--mem",	   "/m",	 "--diff", "--resume", NULL};
+
+	(void)state;
+	assert_int_equal(parse_control(&o, error, words), 0);
+	assert_int_equal(o.command, CLI_CONTROL_SNAPSHOT);
+	assert_string_equal(o.api_sock, "/a");
+	assert_string_equal(o.state_path, "/s");
+	assert_string_equal(o.mem_path, "/m");
+	assert_true(o.diff);
+	assert_true(o.resume);
+}
+
+static void pause_and_resume_take_only_the_socket(void **state)
+{
+	struct cli_control_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *pause[] = {"pause", "--api-sock", "/a", NULL};
+	const char *resume[] = {"resume", "--api-sock", "/b", NULL};
+	const char *extra[] = {"pause", "--api-sock", "/a", "--diff", NULL};
+
+	(void)state;
+	assert_int_equal(parse_control(&o, error, pause), 0);
+	assert_int_equal(o.command, CLI_CONTROL_PAUSE);
+	assert_int_equal(parse_control(&o, error, resume), 0);
+	assert_int_equal(o.command, CLI_CONTROL_RESUME);
+	assert_string_equal(o.api_sock, "/b");
+	assert_int_equal(parse_control(&o, error, extra), -EINVAL);
+	assert_non_null(strstr(error, "--diff"));
+}
+
+static void control_commands_need_their_arguments(void **state)
+{
+	const char *const cases[][8] = {
+	    {"pause", NULL},
+	    {"resume", "--api-sock", NULL},
+	    {"snapshot", "--api-sock", "/a", "--state", "/s", NULL},
+	    {"snapshot", "--api-sock", "/a", "--mem", "/m", NULL},
+	    {"snapshot", "--state", "/s", "--mem", "/m", NULL},
+	    {"pause", "--api-sock", "/a", "stray", NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct cli_control_options o;
+		char error[CLI_ERROR_MAX] = "";
+
+		if (parse_control(&o, error, cases[i]) != -EINVAL)
+			fail_msg("case %zu accepted", i);
+		assert_true(strlen(error) > 0);
+		assert_null(strchr(error, '\n'));
+	}
+}
+
+static void run_with_an_api_socket_needs_no_kernel(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run", "--api-sock", "/tmp/m.sock", "--track-dirty-pages", NULL};
+	const char *too_long[] = {
+	    "run",
+	    "--kernel",
+	    "k",
+	    "--api-sock",
+	    "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock",
+	    NULL};
+
+	(void)state;
+	assert_int_equal(cli_test_parse(&o, error, args, NULL), 0);
+	assert_null(o.kernel);
+	assert_string_equal(o.api_sock, "/tmp/m.sock");
+	assert_true(o.track_dirty_pages);
+	cli_options_free(&o);
+	assert_int_equal(cli_test_parse(&o, error, too_long, NULL), -EINVAL);
+	assert_non_null(strstr(error, "--api-sock"));
+	cli_options_free(&o);
+}
+
+static void disk_overlay_from_flag_and_config(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *args[] = {"run", "--kernel", "k", "--disk", "path=/base,overlay=/top,root",
+			      NULL};
+	const char *json = "{\"machine-config\": {\"vcpu_count\": 1, \"mem_size_mib\": 128, "
+			   "\"track_dirty_pages\": true}, \"drives\": [{\"drive_id\": \"d\", "
+			   "\"path_on_host\": \"/b\", \"overlay\": \"/o\"}]}";
+
+	(void)state;
+	assert_int_equal(cli_test_parse(&o, error, args, NULL), 0);
+	assert_string_equal(o.disks[0].path, "/base");
+	assert_string_equal(o.disks[0].overlay, "/top");
+	assert_true(o.disks[0].root);
+	cli_options_free(&o);
+	cli_options_init(&o);
+	assert_int_equal(config_file_apply(&o, json, error, sizeof(error)), 0);
+	assert_string_equal(o.disks[0].overlay, "/o");
+	assert_true(o.track_dirty_pages);
+	cli_options_free(&o);
+	assert_config_refused("{\"machine-config\": {\"track_dirty_pages\": 1}}", error);
+	assert_config_refused("{\"drives\": [{\"path_on_host\": \"/b\", \"overlay\": 3}]}", error);
+}
+
+static void *run_controller(void *arg)
+{
+	struct mote_exit exit_info;
+
+	return (void *)(intptr_t)vm_controller_run(arg, &exit_info);
+}
+
+static void a_controller_stopped_before_any_vm_ends_its_wait(void **state)
+{
+	struct vm_controller c;
+	struct cli_options pending;
+	pthread_t thread;
+	void *result;
+	char fault[256];
+	struct vm_command pause = {.kind = VM_COMMAND_PAUSE};
+
+	(void)state;
+	cli_options_init(&pending);
+	vm_controller_init(&c, &pending, 0, NULL, NULL);
+	assert_int_equal(pthread_create(&thread, NULL, run_controller, &c), 0);
+	vm_controller_stop(&c);
+	assert_int_equal(pthread_join(thread, &result), 0);
+	assert_int_equal((intptr_t)result, -EINTR);
+	/* Ended: every command is refused. */
+	assert_int_equal(vm_controller_execute(&c, &pause, fault, sizeof(fault)), -EINVAL);
+	assert_non_null(strstr(fault, "ended"));
+	vm_controller_destroy(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(restore_flags_fill_every_setting),
+	    cmocka_unit_test(restore_defaults_run_at_once_on_stdio),
+	    cmocka_unit_test(restore_bad_arguments_give_a_one_line_reason),
+	    cmocka_unit_test(restore_takes_at_most_64_diff_files),
+	    cmocka_unit_test(restore_request_body_round_trips_through_the_api_parser),
+	    cmocka_unit_test(snapshot_flags_are_parsed),
+	    cmocka_unit_test(pause_and_resume_take_only_the_socket),
+	    cmocka_unit_test(control_commands_need_their_arguments),
+	    cmocka_unit_test(run_with_an_api_socket_needs_no_kernel),
+	    cmocka_unit_test(disk_overlay_from_flag_and_config),
+	    cmocka_unit_test(a_controller_stopped_before_any_vm_ends_its_wait),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,249 @@
+/* The control API's socket and HTTP (api_server.h): libmicrohttpd parses requests on its
+ * own thread, one at a time, on a Unix socket bound here; api_handle() answers them. */
+#include "api_server.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Idle connections are closed after this long. */
+#define API_CONNECTION_TIMEOUT_S 60
+/* A body over API_BODY_MAX is read to its end and dropped before the 413 goes out: a
+ * reply sent while the client still writes would be lost to the connection's reset.
+ * Only a body declared larger than this is refused before it is read. */
+#define API_DRAIN_MAX (16 * 1024 * 1024)
+
+struct api_server {
+	struct vm_controller *controller;
+	struct mote_log log;
+	struct MHD_Daemon *daemon;
+	char *socket_path;
+	dev_t socket_dev; /* the socket bound, so only it is removed */
+	ino_t socket_ino;
+};
+
+/* One request's body as it arrives. */
+struct api_request {
+	char *body;
+	size_t len;
+	bool too_large;
+};
+
+static enum MHD_Result api_send(struct MHD_Connection *connection, struct api_reply *reply)
+{
+	struct MHD_Response *response;
+
+	if (reply->body)
+		response = MHD_create_response_from_buffer(strlen(reply->body), reply->body,
+							   MHD_RESPMEM_MUST_FREE);
+	else
+		response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (!response) {
+		free(reply->body);
+		return MHD_NO;
+	}
+	reply->body = NULL; /* the response's now */
+	if (MHD_get_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE) == NULL)
+		MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (reply->allow)
+		MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, reply->allow);
+	enum MHD_Result ret = MHD_queue_response(connection, reply->status, response);
+	MHD_destroy_response(response);
+	return ret;
+}
+
+static enum MHD_Result api_too_large(struct MHD_Connection *connection)
+{
+	static const char body[] = "{\"fault_message\":\"request body larger than 65536 bytes\"}";
+	struct api_reply reply = {.status = MHD_HTTP_CONTENT_TOO_LARGE, .body = strdup(body)};
+
+	_Static_assert(API_BODY_MAX == 65536, "the message above names the limit");
+	return api_send(connection, &reply);
+}
+
+/* libmicrohttpd calls this once with the headers, once per piece of body, and once more
+ * with none left (*upload_data_size 0): then the request is complete. */
+static enum MHD_Result api_access(void *cls, struct MHD_Connection *connection, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_data_size, void **con_cls)
+{
+	struct api_server *server = cls;
+	struct api_request *request = *con_cls;
+
+	(void)version;
+	if (!request) {
+		request = calloc(1, sizeof(*request));
+		if (!request)
+			return MHD_NO;
+		*con_cls = request;
+		const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+								 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		if (length && strtoull(length, NULL, 10) > API_DRAIN_MAX) {
+			request->too_large = true;
+			return api_too_large(connection);
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		/* Past the limit, the rest is read and dropped. */
+		if (!request->too_large && request->len + *upload_data_size <= API_BODY_MAX) {
+			char *grown = realloc(request->body, request->len + *upload_data_size);
+			if (!grown)
+				return MHD_NO;
+			memcpy(grown + request->len, upload_data, *upload_data_size);
+			request->body = grown;
+			request->len += *upload_data_size;
+		} else {
+			request->too_large = true;
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (request->too_large)
+		return api_too_large(connection);
+	struct api_reply reply;
+	api_handle(server->controller, method, url, request->body, request->len, &reply);
+	log_debug(&server->log, "api: %s %s: %u", method, url, reply.status);
+	return api_send(connection, &reply);
+}
+
+static void api_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+			  enum MHD_RequestTerminationCode code)
+{
+	struct api_request *request = *con_cls;
+
+	(void)cls;
+	(void)connection;
+	(void)code;
+	if (request) {
+		free(request->body);
+		free(request);
+		*con_cls = NULL;
+	}
+}
+
+static void api_mhd_log(void *cls, const char *fmt, va_list args)
+{
+	struct api_server *server = cls;
+	char message[256];
+
+	vsnprintf(message, sizeof(message), fmt, args);
+	message[strcspn(message, "\n")] = '\0';
+	log_debug(&server->log, "api: %s", message);
+}
+
+/* Whether some process accepts connections on the socket at path. */
+static bool api_socket_is_served(const struct sockaddr_un *address)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return false;
+	bool served = connect(fd, (const struct sockaddr *)address, sizeof(*address)) == 0;
+	close(fd);
+	return served;
+}
+
+static int api_socket_bind(struct api_server *server, const char *path)
+{
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	struct stat st;
+
+	if (strlen(path) >= sizeof(address.sun_path)) {
+		log_error(&server->log, "api socket %s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	memcpy(address.sun_path, path, strlen(path));
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			log_error(&server->log, "api socket %s: exists and is not a socket", path);
+			return -EEXIST;
+		}
+		if (api_socket_is_served(&address)) {
+			log_error(&server->log, "api socket %s: another process serves it", path);
+			return -EADDRINUSE;
+		}
+		unlink(path); /* a stale socket: its process is gone */
+	}
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		int err = -errno;
+		log_error(&server->log, "api socket: %s", strerror(errno));
+		return err;
+	}
+	if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0 || listen(fd, 16) < 0 ||
+	    stat(path, &st) < 0) {
+		int err = -errno;
+		log_error(&server->log, "api socket %s: %s", path, strerror(errno));
+		close(fd);
+		return err;
+	}
+	server->socket_dev = st.st_dev;
+	server->socket_ino = st.st_ino;
+	return fd;
+}
+
+/* Removes the socket unless something else has taken its path meanwhile. */
+static void api_socket_remove(struct api_server *server)
+{
+	struct stat st;
+
+	if (lstat(server->socket_path, &st) == 0 && st.st_dev == server->socket_dev &&
+	    st.st_ino == server->socket_ino)
+		unlink(server->socket_path);
+}
+
+int api_server_start(struct vm_controller *c, const char *socket_path, const struct mote_log *log,
+		     struct api_server **out)
+{
+	struct api_server *server = calloc(1, sizeof(*server));
+
+	*out = NULL;
+	if (!server || !(server->socket_path = strdup(socket_path))) {
+		free(server);
+		return -ENOMEM;
+	}
+	server->controller = c;
+	server->log = *log;
+	int fd = api_socket_bind(server, socket_path);
+	if (fd < 0) {
+		free(server->socket_path);
+		free(server);
+		return fd;
+	}
+	/* One internal thread answers every connection in turn, so commands never run
+	 * concurrently and a slow client cannot hold the others up. */
+	server->daemon = MHD_start_daemon(
+	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, api_access, server,
+	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed,
+	    server, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
+	    MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, server, MHD_OPTION_END);
+	if (!server->daemon) {
+		log_error(&server->log, "api socket %s: libmicrohttpd did not start", socket_path);
+		close(fd);
+		api_socket_remove(server);
+		free(server->socket_path);
+		free(server);
+		return -EIO;
+	}
+	log_debug(&server->log, "api: serving on %s", socket_path);
+	*out = server;
+	return 0;
+}
+
+void api_server_stop(struct api_server *server)
+{
+	if (!server)
+		return;
+	MHD_stop_daemon(server->daemon); /* closes the listening socket too */
+	api_socket_remove(server);
+	free(server->socket_path);
+	free(server);
+}

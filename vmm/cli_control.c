@@ -1,0 +1,335 @@
+/* `mote pause`, `resume`, `snapshot` and `restore` to a waiting mote: API clients
+ * (cli_control.h). */
+#include "cli_control.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api_client.h"
+#include "cli_options.h"
+
+enum {
+	OPT_API_SOCK = 1000,
+	OPT_STATE,
+	OPT_MEM,
+	OPT_DIFF,
+	OPT_RESUME,
+	OPT_HELP,
+};
+
+static const struct option control_options[] = {
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
+    {"state", required_argument, NULL, OPT_STATE},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"diff", no_argument, NULL, OPT_DIFF},
+    {"resume", no_argument, NULL, OPT_RESUME},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, char *error,
+		      size_t error_len)
+{
+	const char *name = argv[0];
+	int option;
+
+	memset(opts, 0, sizeof(*opts));
+	if (strcmp(name, "pause") == 0)
+		opts->command = CLI_CONTROL_PAUSE;
+	else if (strcmp(name, "resume") == 0)
+		opts->command = CLI_CONTROL_RESUME;
+	else if (strcmp(name, "snapshot") == 0)
+		opts->command = CLI_CONTROL_SNAPSHOT;
+	else
+		return cli_error(error, error_len, "unknown command %s", name);
+	bool snapshot = opts->command == CLI_CONTROL_SNAPSHOT;
+	opterr = 0;
+	optind = 1;
+	while ((option = getopt_long(argc, argv, "", control_options, NULL)) != -1) {
+		switch (option) {
+		case OPT_API_SOCK:
+			opts->api_sock = optarg;
+			continue;
+		case OPT_HELP:
+			opts->help = true;
+			continue;
+		case OPT_STATE:
+			opts->state_path = optarg;
+			break;
+		case OPT_MEM:
+			opts->mem_path = optarg;
+			break;
+		case OPT_DIFF:
+			opts->diff = true;
+			break;
+		case OPT_RESUME:
+			opts->resume = true;
+			break;
+		default: {
+			const char *bad = argv[optind - 1];
+			return cli_error(error, error_len, "%s: unknown or incomplete option %s",
+					 name, bad ? bad : "");
+		}
+		}
+		if (!snapshot)
+			return cli_error(error, error_len, "%s: unknown option %s", name,
+					 argv[optind - 1]);
+	}
+	if (optind < argc)
+		return cli_error(error, error_len, "%s: unexpected argument %s", name,
+				 argv[optind]);
+	if (opts->help)
+		return 0;
+	if (!opts->api_sock || !opts->api_sock[0])
+		return cli_error(error, error_len, "%s: --api-sock PATH is required", name);
+	if (snapshot && (!opts->state_path || !opts->mem_path))
+		return cli_error(error, error_len,
+				 "snapshot: --state FILE and --mem FILE are required");
+	return 0;
+}
+
+bool cli_api_socket_is_served(const char *path)
+{
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+
+	if (strlen(path) >= sizeof(address.sun_path))
+		return false;
+	memcpy(address.sun_path, path, strlen(path));
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	bool served = connect(fd, (struct sockaddr *)&address, sizeof(address)) == 0;
+	close(fd);
+	return served;
+}
+
+/* One request; prints why it failed. The exit code; *status the reply's status. */
+static int cli_call(const char *api_sock, const char *method, const char *path, const char *body,
+		    long *status)
+{
+	struct api_client_reply reply;
+	char error[512] = "";
+
+	*status = 0;
+	int ret = api_client_request(api_sock, method, path, body, &reply, error, sizeof(error));
+	if (ret) {
+		fprintf(stderr, "mote: error: no mote answers on %s\n", error);
+		return CLI_CONTROL_UNREACHABLE;
+	}
+	*status = reply.status;
+	int code = CLI_CONTROL_DONE;
+	if (reply.status < 200 || reply.status > 299) {
+		fprintf(stderr, "mote: error: %s %s: %s\n", method, path,
+			reply.fault[0] ? reply.fault : "refused without a reason");
+		code = CLI_CONTROL_REFUSED;
+	}
+	api_client_reply_free(&reply);
+	return code;
+}
+
+/* The VM's state as GET / reports it, or NULL; *code set when the call failed. */
+static char *cli_vm_state(const char *api_sock, int *code)
+{
+	struct api_client_reply reply;
+	char error[512] = "";
+	char *state = NULL;
+
+	*code = CLI_CONTROL_DONE;
+	if (api_client_request(api_sock, "GET", "/", NULL, &reply, error, sizeof(error))) {
+		fprintf(stderr, "mote: error: no mote answers on %s\n", error);
+		*code = CLI_CONTROL_UNREACHABLE;
+		return NULL;
+	}
+	cJSON *json = cJSON_Parse(reply.body ? reply.body : "");
+	const cJSON *item = cJSON_GetObjectItemCaseSensitive(json, "state");
+	if (reply.status == 200 && cJSON_IsString(item))
+		state = strdup(item->valuestring);
+	if (!state) {
+		fprintf(stderr, "mote: error: %s does not answer like a mote (GET /)\n", api_sock);
+		*code = CLI_CONTROL_UNREACHABLE;
+	}
+	cJSON_Delete(json);
+	api_client_reply_free(&reply);
+	return state;
+}
+
+static char *cli_snapshot_body(const struct cli_control_options *opts)
+{
+	cJSON *json = cJSON_CreateObject();
+	char *body = NULL;
+
+	if (json && cJSON_AddStringToObject(json, "snapshot_path", opts->state_path) &&
+	    cJSON_AddStringToObject(json, "mem_file_path", opts->mem_path) &&
+	    cJSON_AddStringToObject(json, "snapshot_type", opts->diff ? "Diff" : "Full"))
+		body = cJSON_PrintUnformatted(json);
+	cJSON_Delete(json);
+	return body;
+}
+
+static int cli_snapshot(const struct cli_control_options *opts)
+{
+	static const char pause[] = "{\"state\":\"Paused\"}";
+	static const char resume[] = "{\"state\":\"Resumed\"}";
+	long status;
+	int code;
+	char *state = cli_vm_state(opts->api_sock, &code);
+
+	if (!state)
+		return code;
+	/* Firecracker's snapshot/create wants a paused VM: pause a running one first. */
+	if (strcmp(state, "Running") == 0)
+		code = cli_call(opts->api_sock, "PATCH", "/vm", pause, &status);
+	free(state);
+	if (code)
+		return code;
+	char *body = cli_snapshot_body(opts);
+	if (!body) {
+		fprintf(stderr, "mote: error: out of memory\n");
+		return CLI_CONTROL_REFUSED;
+	}
+	code = cli_call(opts->api_sock, "PUT", "/snapshot/create", body, &status);
+	free(body);
+	if (code == CLI_CONTROL_UNREACHABLE || !opts->resume)
+		return code;
+	/* Asked to go on running: also after a failed snapshot, which left the VM intact. */
+	int resumed = cli_call(opts->api_sock, "PATCH", "/vm", resume, &status);
+	return code ? code : resumed;
+}
+
+int cli_control_main(int argc, char **argv)
+{
+	struct cli_control_options opts;
+	char error[CLI_ERROR_MAX] = "";
+	long status;
+	int code;
+
+	if (cli_control_parse(&opts, argc, argv, error, sizeof(error))) {
+		fprintf(stderr, "mote: %s\n", error);
+		return CLI_CONTROL_USAGE;
+	}
+	if (opts.help) {
+		printf("usage: mote %s --api-sock PATH%s (mote --help)\n", argv[0],
+		       opts.command == CLI_CONTROL_SNAPSHOT
+			   ? " --state FILE --mem FILE [--diff] [--resume]"
+			   : "");
+		return 0;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	switch (opts.command) {
+	case CLI_CONTROL_PAUSE:
+		code = cli_call(opts.api_sock, "PATCH", "/vm", "{\"state\":\"Paused\"}", &status);
+		break;
+	case CLI_CONTROL_RESUME:
+		code = cli_call(opts.api_sock, "PATCH", "/vm", "{\"state\":\"Resumed\"}", &status);
+		break;
+	default:
+		code = cli_snapshot(&opts);
+		break;
+	}
+	curl_global_cleanup();
+	return code;
+}
+
+static bool cli_add_string_array(cJSON *parent, const char *name, const char *const *values,
+				 unsigned count)
+{
+	cJSON *array = cJSON_AddArrayToObject(parent, name);
+
+	for (unsigned i = 0; array && i < count; i++) {
+		cJSON *item = cJSON_CreateString(values[i]);
+		if (!item || !cJSON_AddItemToArray(array, item)) {
+			cJSON_Delete(item);
+			return false;
+		}
+	}
+	return array != NULL;
+}
+
+/* Adds name: value unless value is NULL. */
+static bool cli_add_optional(cJSON *object, const char *name, const char *value)
+{
+	return !value || cJSON_AddStringToObject(object, name, value);
+}
+
+static bool cli_add_overrides(cJSON *json, const struct mote_restore_config *r)
+{
+	cJSON *array;
+
+	if (r->net_override_count) {
+		if (!(array = cJSON_AddArrayToObject(json, "network_overrides")))
+			return false;
+		for (unsigned i = 0; i < r->net_override_count; i++) {
+			cJSON *o = cJSON_CreateObject();
+			if (!o || !cJSON_AddItemToArray(array, o) ||
+			    !cJSON_AddStringToObject(o, "iface_id", r->net_overrides[i].nic) ||
+			    !cJSON_AddStringToObject(o, "host_dev_name", r->net_overrides[i].tap))
+				return false;
+		}
+	}
+	if (r->disk_override_count) {
+		if (!(array = cJSON_AddArrayToObject(json, "disk_overrides")))
+			return false;
+		for (unsigned i = 0; i < r->disk_override_count; i++) {
+			const struct mote_disk_override *d = &r->disk_overrides[i];
+			cJSON *o = cJSON_CreateObject();
+			if (!o || !cJSON_AddItemToArray(array, o) ||
+			    !cJSON_AddStringToObject(o, "drive_id", d->disk) ||
+			    !cli_add_optional(o, "path_on_host", d->path) ||
+			    !cli_add_optional(o, "overlay", d->overlay))
+				return false;
+		}
+	}
+	if (r->vsock_uds_path) {
+		cJSON *o = cJSON_AddObjectToObject(json, "vsock_override");
+		if (!o || !cJSON_AddStringToObject(o, "uds_path", r->vsock_uds_path))
+			return false;
+	}
+	return true;
+}
+
+char *cli_restore_request_body(const struct cli_restore_options *opts)
+{
+	const struct mote_restore_config *r = &opts->restore;
+	cJSON *json = cJSON_CreateObject();
+	cJSON *backend = NULL;
+	char *body = NULL;
+
+	bool ok = json && cJSON_AddStringToObject(json, "snapshot_path", r->state_path) &&
+		  (backend = cJSON_AddObjectToObject(json, "mem_backend")) &&
+		  cJSON_AddStringToObject(backend, "backend_type", "File") &&
+		  cJSON_AddStringToObject(backend, "backend_path", r->mem_path) &&
+		  cJSON_AddBoolToObject(json, "resume_vm", !r->paused) &&
+		  cJSON_AddBoolToObject(json, "track_dirty_pages", r->track_dirty_pages) &&
+		  cli_add_overrides(json, r);
+	if (ok && r->mem_diff_count)
+		ok = cli_add_string_array(json, "mem_diff_paths", r->mem_diff_paths,
+					  r->mem_diff_count);
+	if (ok)
+		body = cJSON_PrintUnformatted(json);
+	cJSON_Delete(json);
+	return body;
+}
+
+int cli_restore_send(const struct cli_restore_options *opts)
+{
+	char *body = cli_restore_request_body(opts);
+	long status;
+
+	if (!body) {
+		fprintf(stderr, "mote: error: out of memory\n");
+		return CLI_CONTROL_REFUSED;
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	int code = cli_call(opts->api_sock, "PUT", "/snapshot/load", body, &status);
+	curl_global_cleanup();
+	free(body);
+	return code;
+}

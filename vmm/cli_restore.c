@@ -1,0 +1,266 @@
+/* `mote restore` (cli_restore.h). */
+#include "cli_restore.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_control.h"
+#include "cli_options.h"
+#include "cli_run.h"
+
+void cli_restore_options_init(struct cli_restore_options *opts)
+{
+	memset(opts, 0, sizeof(*opts));
+	mote_restore_config_init(&opts->restore);
+	opts->console = MOTE_CONSOLE_FDS;
+}
+
+/* The restore configuration's strings are const for the library; here they are ours. */
+static void cli_free_const(const char *s)
+{
+	free((char *)s);
+}
+
+void cli_restore_options_free(struct cli_restore_options *opts)
+{
+	struct mote_restore_config *r = &opts->restore;
+
+	cli_free_const(r->state_path);
+	cli_free_const(r->mem_path);
+	for (unsigned i = 0; i < r->mem_diff_count; i++)
+		cli_free_const(r->mem_diff_paths[i]);
+	for (unsigned i = 0; i < r->disk_override_count; i++) {
+		cli_free_const(r->disk_overrides[i].disk);
+		cli_free_const(r->disk_overrides[i].path);
+		cli_free_const(r->disk_overrides[i].overlay);
+	}
+	for (unsigned i = 0; i < r->net_override_count; i++) {
+		cli_free_const(r->net_overrides[i].nic);
+		cli_free_const(r->net_overrides[i].tap);
+	}
+	cli_free_const(r->vsock_uds_path);
+	free(opts->api_sock);
+	free(opts->console_path);
+	cli_restore_options_init(opts);
+}
+
+static int cli_restore_copy(const char **field, const char *text, size_t n)
+{
+	char *copy = strndup(text, n);
+
+	if (!copy)
+		return -ENOMEM;
+	cli_free_const(*field);
+	*field = copy;
+	return 0;
+}
+
+/* "NAME:path=IMG,overlay=FILE", either part or both. */
+static int cli_restore_disk(struct mote_restore_config *r, const char *text, char *error,
+			    size_t error_len)
+{
+	const char *colon = strchr(text, ':');
+
+	if (r->disk_override_count == MOTE_MAX_DISKS)
+		return cli_error(error, error_len, "--disk %s: at most %d disk overrides", text,
+				 MOTE_MAX_DISKS);
+	if (!colon || colon == text || !colon[1])
+		return cli_error(error, error_len,
+				 "--disk %s: expected NAME:path=IMG[,overlay=FILE] or "
+				 "NAME:overlay=FILE",
+				 text);
+	struct mote_disk_override *o = &r->disk_overrides[r->disk_override_count];
+	int ret = cli_restore_copy(&o->disk, text, (size_t)(colon - text));
+	for (const char *part = colon + 1; *part && !ret;) {
+		size_t n = strcspn(part, ",");
+
+		if (n > 5 && strncmp(part, "path=", 5) == 0)
+			ret = cli_restore_copy(&o->path, part + 5, n - 5);
+		else if (n > 8 && strncmp(part, "overlay=", 8) == 0)
+			ret = cli_restore_copy(&o->overlay, part + 8, n - 8);
+		else
+			ret = cli_error(error, error_len,
+					"--disk %s: unknown part '%.*s' (expected path=IMG or "
+					"overlay=FILE)",
+					text, (int)n, part);
+		part += n;
+		if (*part == ',')
+			part++;
+	}
+	if (!ret && !o->path && !o->overlay)
+		ret = cli_error(error, error_len, "--disk %s: give path=IMG, overlay=FILE or both",
+				text);
+	/* Counted even when it failed, so that free finds its strings. */
+	r->disk_override_count++;
+	return ret;
+}
+
+/* "NAME=TAP". */
+static int cli_restore_net(struct mote_restore_config *r, const char *text, char *error,
+			   size_t error_len)
+{
+	const char *equals = strchr(text, '=');
+
+	if (r->net_override_count == MOTE_MAX_NETS)
+		return cli_error(error, error_len, "--net %s: at most %d NIC overrides", text,
+				 MOTE_MAX_NETS);
+	if (!equals || equals == text || !equals[1])
+		return cli_error(error, error_len, "--net %s: expected NAME=TAP", text);
+	struct mote_net_override *o = &r->net_overrides[r->net_override_count++];
+	int ret = cli_restore_copy(&o->nic, text, (size_t)(equals - text));
+	return ret ? ret : cli_restore_copy(&o->tap, equals + 1, strlen(equals + 1));
+}
+
+enum {
+	OPT_SNAPSHOT = 1000,
+	OPT_MEM,
+	OPT_MEM_DIFF,
+	OPT_DISK,
+	OPT_NET,
+	OPT_VSOCK_UDS,
+	OPT_PAUSED,
+	OPT_TRACK_DIRTY,
+	OPT_API_SOCK,
+	OPT_CONSOLE,
+	OPT_QUIET,
+	OPT_HELP,
+};
+
+static const struct option restore_options[] = {
+    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+    {"mem", required_argument, NULL, OPT_MEM},
+    {"mem-diff", required_argument, NULL, OPT_MEM_DIFF},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"net", required_argument, NULL, OPT_NET},
+    {"vsock-uds", required_argument, NULL, OPT_VSOCK_UDS},
+    {"paused", no_argument, NULL, OPT_PAUSED},
+    {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
+    {"api-sock", required_argument, NULL, OPT_API_SOCK},
+    {"console", required_argument, NULL, OPT_CONSOLE},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int cli_restore_option(struct cli_restore_options *opts, int option, const char *arg,
+			      char *error, size_t error_len)
+{
+	struct mote_restore_config *r = &opts->restore;
+
+	switch (option) {
+	case OPT_SNAPSHOT:
+		return cli_restore_copy(&r->state_path, arg, strlen(arg));
+	case OPT_MEM:
+		return cli_restore_copy(&r->mem_path, arg, strlen(arg));
+	case OPT_MEM_DIFF:
+		if (r->mem_diff_count == MOTE_MAX_MEM_DIFFS)
+			return cli_error(error, error_len, "--mem-diff: at most %d files",
+					 MOTE_MAX_MEM_DIFFS);
+		r->mem_diff_paths[r->mem_diff_count] = NULL;
+		return cli_restore_copy(&r->mem_diff_paths[r->mem_diff_count++], arg, strlen(arg));
+	case OPT_DISK:
+		return cli_restore_disk(r, arg, error, error_len);
+	case OPT_NET:
+		return cli_restore_net(r, arg, error, error_len);
+	case OPT_VSOCK_UDS:
+		return cli_restore_copy(&r->vsock_uds_path, arg, strlen(arg));
+	case OPT_PAUSED:
+		r->paused = true;
+		return 0;
+	case OPT_TRACK_DIRTY:
+		r->track_dirty_pages = true;
+		return 0;
+	case OPT_API_SOCK:
+		return cli_api_sock_set(&opts->api_sock, arg, error, error_len);
+	case OPT_CONSOLE: {
+		/* cli_console_parse() fills a cli_options; borrow one for the value. */
+		struct cli_options console;
+		cli_options_init(&console);
+		int ret = cli_console_parse(&console, arg);
+		if (ret == -EINVAL)
+			return cli_error(error, error_len,
+					 "--console %s: must be stdio, none or file:PATH", arg);
+		opts->console = console.console;
+		free(opts->console_path);
+		opts->console_path = console.console_path;
+		opts->console_given = true;
+		return ret;
+	}
+	case OPT_QUIET:
+		opts->quiet = true;
+		return 0;
+	case OPT_HELP:
+		opts->help = true;
+		return 0;
+	}
+	return 0;
+}
+
+int cli_restore_parse(struct cli_restore_options *opts, int argc, char **argv, char *error,
+		      size_t error_len)
+{
+	int option;
+
+	opterr = 0;
+	optind = 1;
+	while ((option = getopt_long(argc, argv, "", restore_options, NULL)) != -1) {
+		if (option == '?' || option == ':') {
+			const char *bad = argv[optind - 1];
+			return cli_error(error, error_len,
+					 "restore: unknown or incomplete option %s",
+					 bad ? bad : "");
+		}
+		int ret = cli_restore_option(opts, option, optarg, error, error_len);
+		if (ret == -ENOMEM)
+			return cli_error(error, error_len, "out of memory");
+		if (ret)
+			return ret;
+	}
+	if (optind < argc)
+		return cli_error(error, error_len, "restore: unexpected argument %s", argv[optind]);
+	if (opts->help)
+		return 0;
+	if (!opts->restore.state_path || !opts->restore.mem_path)
+		return cli_error(error, error_len,
+				 "restore: --snapshot STATE and --mem MEMFILE are required");
+	if (opts->restore.paused && !opts->api_sock)
+		return cli_error(
+		    error, error_len,
+		    "restore: --paused needs --api-sock PATH (nothing could resume it)");
+	return 0;
+}
+
+int cli_restore_main(int argc, char **argv, int64_t start_ns)
+{
+	struct cli_restore_options opts;
+	char error[CLI_ERROR_MAX] = "";
+	int code;
+
+	cli_restore_options_init(&opts);
+	if (cli_restore_parse(&opts, argc, argv, error, sizeof(error))) {
+		fprintf(stderr, "mote: %s\n", error);
+		cli_restore_options_free(&opts);
+		return CLI_EXIT_USAGE;
+	}
+	if (opts.help) {
+		code = 0;
+		printf(
+		    "usage: mote restore --snapshot STATE --mem MEMFILE [options] (mote --help)\n");
+	} else if (opts.api_sock && cli_api_socket_is_served(opts.api_sock)) {
+		/* A mote waits there (`mote run --api-sock` without a kernel): load into it. */
+		if (opts.console_given) {
+			fprintf(stderr, "mote: restore: --console does not apply to a snapshot "
+					"sent to a running mote (it has its own console)\n");
+			code = CLI_EXIT_USAGE;
+		} else {
+			code = cli_restore_send(&opts);
+		}
+	} else {
+		code = cli_restore_vm(&opts, start_ns);
+	}
+	cli_restore_options_free(&opts);
+	return code;
+}
