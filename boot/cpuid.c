@@ -11,11 +11,15 @@
 #define CPUID_LEAF_TOPOLOGY 0xb
 #define CPUID_LEAF_TOPOLOGY_V2 0x1f
 #define CPUID_LEAF_EXT_FEATURES 0x80000001
+#define CPUID_LEAF_KVM_FEATURES 0x40000001 /* Documentation/virt/kvm/x86/cpuid.rst */
 
 #define LEAF1_ECX_VMX (1U << 5)
 #define LEAF1_ECX_HYPERVISOR (1U << 31)
 #define LEAF1_EDX_HTT (1U << 28)
 #define EXT1_ECX_SVM (1U << 2)
+#define KVM_FEATURE_BIT_ASYNC_PF (1U << 4)
+#define KVM_FEATURE_BIT_ASYNC_PF_VMEXIT (1U << 10)
+#define KVM_FEATURE_BIT_ASYNC_PF_INT (1U << 14)
 
 /* Leaf 0xb/0x1f ECX[15:8] level types. */
 #define TOPOLOGY_LEVEL_INVALID 0
@@ -120,6 +124,16 @@ unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned
 		case CPUID_LEAF_EXT_FEATURES:
 			/* AMD APM Vol. 3 E.4.2, Fn8000_0001 ECX[2] SVM: no nested SVM. */
 			e->ecx &= ~EXT1_ECX_SVM;
+			break;
+		case CPUID_LEAF_KVM_FEATURES:
+			/* Async page faults (cpuid.rst, msr.rst MSR_KVM_ASYNC_PF_EN) let the
+			 * host tell the guest that a page is not there yet so it can run
+			 * another task. mote's guest memory is never swapped, and a restored
+			 * guest's memory is faulted in lazily from the page cache, where the
+			 * protocol only adds exits and injected events; restored guests with
+			 * it on crashed their nested host here. */
+			e->eax &= ~(KVM_FEATURE_BIT_ASYNC_PF | KVM_FEATURE_BIT_ASYNC_PF_VMEXIT |
+				    KVM_FEATURE_BIT_ASYNC_PF_INT);
 			break;
 		default:
 			break;

@@ -187,6 +187,13 @@ static int walk_chain(const struct virtq *q, uint16_t head, struct virtq_chain *
 	}
 }
 
+uint16_t virtq_driver_avail_idx(const struct virtq *q)
+{
+	struct vring_avail *avail = q->ready ? avail_ring(q) : NULL;
+
+	return avail ? le16toh(__atomic_load_n(&avail->idx, __ATOMIC_ACQUIRE)) : 0;
+}
+
 int virtq_pop(struct virtq *q, struct virtq_chain *chain)
 {
 	if (!q->ready)

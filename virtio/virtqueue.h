@@ -95,6 +95,10 @@ int virtq_push_batch(struct virtq *q, const struct virtq_used_buf *bufs, unsigne
  * outstanding (popped and not pushed), -EIO when the queue is not ready. */
 int virtq_unpop(struct virtq *q, uint16_t n);
 
+/* The driver's avail index as it stands (§2.7.6), for a device that must see whether
+ * the driver added buffers; 0 for a queue that is not ready or whose ring is gone. */
+uint16_t virtq_driver_avail_idx(const struct virtq *q);
+
 /* Whether the driver wants an interrupt for the chains pushed since used index
  * old_used_idx (§2.7.10): by used_event with EVENT_IDX, else by NO_INTERRUPT. */
 bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx);

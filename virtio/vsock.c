@@ -28,6 +28,10 @@ struct virtio_vsock {
 	bool broken;	    /* the driver broke a queue: nothing more until a reset */
 	bool tx_stalled;    /* tx waits for the guest to take replies from rx */
 	bool event_pending; /* a TRANSPORT_RESET waits for an event buffer */
+	/* A TRANSPORT_RESET went to the guest, which has not handled it yet: host clients
+	 * wait (reset_event_avail_idx: the event queue's avail index when it went). */
+	bool reset_unhandled;
+	uint16_t reset_event_avail_idx;
 	bool complained;
 	struct virtq_chain chain; /* virtq_pop() scratch */
 };
@@ -161,6 +165,7 @@ static void deliver_event(struct virtio_vsock *vs)
 		}
 		push(vs, EVENT_QUEUE, sizeof(event));
 		vs->event_pending = false;
+		vs->reset_event_avail_idx = virtq_driver_avail_idx(queue(vs, EVENT_QUEUE));
 	}
 	if (queue(vs, EVENT_QUEUE)->used_idx != old_used_idx)
 		vdev_notify_used(&vs->dev, EVENT_QUEUE, old_used_idx);
@@ -209,15 +214,29 @@ static int vsock_activate(struct vdev *dev)
 	return 0;
 }
 
+/* Linux's driver handles an event, then gives its buffer back and notifies the event
+ * queue (virtio_transport_event_work): a buffer added after the reset event was taken
+ * means the guest has reset its connections. A host client accepted before that would
+ * be connected, then reset with the others, and hang up: it waits in the backlog. */
+static void vsock_release_held_clients(struct virtio_vsock *vs)
+{
+	if (!vs->reset_unhandled || vs->event_pending ||
+	    virtq_driver_avail_idx(queue(vs, EVENT_QUEUE)) == vs->reset_event_avail_idx)
+		return;
+	vs->reset_unhandled = false;
+	vsock_mux_hold_clients(&vs->mux, false);
+}
+
 static void vsock_queue_notify(struct vdev *dev, uint16_t q)
 {
 	struct virtio_vsock *vs = dev->impl;
 
 	if (vs->broken)
 		return;
-	if (q == EVENT_QUEUE)
+	if (q == EVENT_QUEUE) {
 		deliver_event(vs);
-	else if (q == RX_QUEUE || q == TX_QUEUE)
+		vsock_release_held_clients(vs);
+	} else if (q == RX_QUEUE || q == TX_QUEUE)
 		run_queues(vs, q == TX_QUEUE);
 }
 
@@ -232,6 +251,8 @@ static void vsock_reset(struct vdev *dev)
 	vs->broken = false;
 	vs->tx_stalled = false;
 	vs->event_pending = false;
+	vs->reset_unhandled = false;
+	vsock_mux_hold_clients(&vs->mux, false);
 	vs->complained = false;
 }
 
@@ -242,6 +263,8 @@ static void vsock_reset_transport(struct virtio_vsock *vs)
 	vsock_mux_reset(&vs->mux);
 	vs->tx_stalled = false;
 	vs->event_pending = true;
+	vs->reset_unhandled = true;
+	vsock_mux_hold_clients(&vs->mux, true);
 	deliver_event(vs);
 }
 

@@ -189,9 +189,19 @@ static void conn_close(struct vsock_mux *mux, struct vsock_conn *conn)
 	conn->all_next = mux->dead;
 	mux->dead = conn;
 	mux->conn_count--;
-	if (mux->listen_paused &&
+	if (mux->listen_paused && !mux->clients_held &&
 	    watch(mux, EPOLL_CTL_MOD, mux->listen_fd, EPOLLIN, &mux->listen_fd) == 0)
 		mux->listen_paused = false;
+}
+
+void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
+{
+	if (mux->listen_fd < 0 || hold == mux->clients_held)
+		return;
+	mux->clients_held = hold;
+	if (!mux->listen_paused)
+		(void)watch(mux, EPOLL_CTL_MOD, mux->listen_fd, hold ? 0 : EPOLLIN,
+			    &mux->listen_fd);
 }
 
 static void reap(struct vsock_mux *mux)

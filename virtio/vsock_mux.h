@@ -58,6 +58,7 @@ struct vsock_mux {
 	int epoll_fd;
 	int timer_fd;
 	bool listen_paused; /* out of fds: accept again once a connection closes */
+	bool clients_held;  /* new host clients wait in the backlog (vsock_mux_hold_clients) */
 	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
 
 	unsigned conn_count; /* connections and clients still sending their CONNECT line */
@@ -93,6 +94,10 @@ void vsock_mux_host_events(struct vsock_mux *mux);
 void vsock_mux_from_guest(struct vsock_mux *mux, const struct virtq_chain *chain);
 
 /* Whether there is something for the guest's rx queue. */
+/* Stops (hold) or resumes accepting host clients; those that connect meanwhile wait in
+ * the listening socket's backlog. */
+void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold);
+
 bool vsock_mux_has_rx(const struct vsock_mux *mux);
 
 /* Whether the next guest packet can be taken: its reply has room to wait. */

@@ -376,15 +376,19 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 		ret = snapshot_memory_apply_diff(&vm->mem, fd, path, &vm->log);
 		close(fd);
 	}
+	/* Every vCPU exists before the interrupt controllers are loaded: KVM_SET_IRQCHIP
+	 * asks each existing vCPU to rescan the IOAPIC for the level-triggered vectors whose
+	 * EOI it must forward; a vCPU created afterwards never learns them, its EOIs never
+	 * clear the IOAPIC's remote IRR, and the devices' interrupts stop (seen as restored
+	 * guests whose virtio devices fall silent). Firecracker creates its vCPUs first too. */
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
+		ret = vcpu_open(&vm->vcpus[i], vm, i);
 	if (!ret)
 		ret = vm_kvm_state_load(vm, payload);
 	if (!ret)
 		ret = vm_devices_load(vm, payload);
-	for (unsigned i = 0; i < vm->cpu_count && !ret; i++) {
-		ret = vcpu_open(&vm->vcpus[i], vm, i);
-		if (!ret)
-			ret = vcpu_state_load(&vm->vcpus[i], payload);
-	}
+	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
+		ret = vcpu_state_load(&vm->vcpus[i], payload);
 	/* The guest was stopped by the host for as long as the snapshot lay on disk: tell it
 	 * (api.rst 4.81), so that its watchdogs do not report soft lockups. EINVAL: the
 	 * guest had not set up kvm-clock. */
@@ -447,6 +451,15 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	if (!ret && (mem_fd = open(config->mem_path, O_RDONLY | O_CLOEXEC)) < 0) {
 		ret = -errno;
 		log_error(&log, "memory file %s: %s", config->mem_path, strerror(errno));
+	}
+	struct stat mem_st;
+	if (!ret && (fstat(mem_fd, &mem_st) < 0 || !S_ISREG(mem_st.st_mode) ||
+		     (uint64_t)mem_st.st_size != setup.mem_bytes)) {
+		log_error(&log,
+			  "memory file %s: not a regular file of %llu bytes, the snapshot's "
+			  "guest memory",
+			  config->mem_path, (unsigned long long)setup.mem_bytes);
+		ret = -EINVAL;
 	}
 	struct mote_vm *vm = NULL;
 	if (!ret && !(vm = vm_new(&log, setup.cpus, config->start_monotonic_ns)))

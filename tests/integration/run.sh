@@ -136,6 +136,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	start=$(date +%s.%N)
 	echo "--- $t"
 	$t
+	[ -d "$WORK" ] || { echo "integration: $t removed the work directory $WORK" >&2; exit 1; }
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	if [ "$test_failed" -eq 0 ]; then
 		passed=$((passed + 1))

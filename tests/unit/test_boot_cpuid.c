@@ -47,6 +47,8 @@ static void host_table(struct cpuid_table *t)
 	add(t, 0x1f, 0, 1, 2, 0x100, 0x2b);
 	add(t, 0x1f, 1, 5, 16, 0x201, 0x2b);
 	add(t, 0x0, 0, 0x16, 0x756e6547, 0x6c65746e, 0x49656e69);
+	/* KVM's features: clocksource2, async PF, PV EOI, async PF as VM exit, as interrupt. */
+	add(t, 0x40000001, 0, (1U << 3) | (1U << 4) | (1U << 6) | (1U << 10) | (1U << 14), 0, 0, 0);
 }
 
 static const struct kvm_cpuid_entry2 *find(const struct cpuid_table *t, uint32_t fn, uint32_t index)
@@ -113,6 +115,15 @@ static void vmx_and_svm_are_hidden(void **state)
 	assert_false(find(&t, 1, 0)->ecx & (1U << 5));
 	assert_false(find(&t, 0x80000001, 0)->ecx & (1U << 2));
 	assert_int_equal(find(&t, 0x80000001, 0)->ecx, 0x121);
+}
+
+static void kvm_async_page_faults_are_hidden_and_other_kvm_features_kept(void **state)
+{
+	struct cpuid_table t;
+
+	(void)state;
+	adjust(&t, 0, 2);
+	assert_int_equal(find(&t, 0x40000001, 0)->eax, (1U << 3) | (1U << 6));
 }
 
 static void pmu_leaf_is_zeroed(void **state)
@@ -219,7 +230,7 @@ static void other_leaves_are_untouched_and_none_dropped(void **state)
 
 	(void)state;
 	adjust(&t, 0, 4);
-	assert_int_equal(t.count, 12);
+	assert_int_equal(t.count, 13);
 	e = find(&t, 0, 0);
 	assert_int_equal(e->eax, 0x16);
 	assert_int_equal(e->ebx, 0x756e6547);
@@ -233,6 +244,7 @@ int main(void)
 	    cmocka_unit_test(single_vcpu_clears_htt),
 	    cmocka_unit_test(hypervisor_bit_is_set),
 	    cmocka_unit_test(vmx_and_svm_are_hidden),
+	    cmocka_unit_test(kvm_async_page_faults_are_hidden_and_other_kvm_features_kept),
 	    cmocka_unit_test(pmu_leaf_is_zeroed),
 	    cmocka_unit_test(leaf_0xb_smt_level_has_one_thread),
 	    cmocka_unit_test(leaf_0xb_core_level_counts_all_vcpus),

@@ -1,0 +1,261 @@
+#!/bin/bash
+# Pause, snapshot, restore and fork: mote against QEMU's microvm machine, same kernel,
+# initramfs, memory and guest, in one run. The guest fills FILL bytes of its RAM (a
+# file in its initramfs) and idles; then, RUNS times each:
+#   pause          mote: its own figure ("paused in N ms", request to every vCPU parked
+#                  and devices quiet); QEMU: QMP `stop`, request to answer
+#   full snapshot  mote: `mote snapshot` (its figure: state + sparse memory file written
+#                  and fsynced); QEMU: QMP `migrate` to a file, request to completed
+#   diff snapshot  mote only (QEMU has no diff snapshots): after the guest wrote 1 MiB
+#   restore, VMM   mote: `mote restore` process start to every vCPU running (its figure);
+#                  QEMU: process start with -incoming to QMP status "running"
+#   restore, e2e   mote only: process start to the in-guest agent's first answer
+#                  (`mote exec -- true`); QEMU has no agent on our vsock protocol
+# and fork: N copies restored from one snapshot at once, time until all answer (mote:
+# the agent; QEMU: status running) and their memory: total PSS, and the private memory
+# of one copy (mote maps the memory file copy-on-write, QEMU reads it into each copy).
+# Targets (issue 5): restore VMM-side <= 5 ms on hardware, fork of 32 in under a second
+# nested, memory per forked copy <= pages it wrote + 2 MiB.
+#
+# Usage: benchmarks/run-snapshot.sh, or with KVM: MOTE_BIN=... MOTE_KERNEL_DIR=...
+# MOTE_INITRD=... benchmarks/snapshot.sh
+# Env: MOTE_BENCH_RUNS (20), MOTE_BENCH_SIZES ("128M 1G"), MOTE_BENCH_FORKS ("8 32"),
+# MOTE_BENCH_QEMU_FORK_MAX (guest MiB up to which QEMU forks too: 128).
+set -eu
+# shellcheck source=benchmarks/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+: "${MOTE_BIN:?}" "${MOTE_KERNEL_DIR:?}" "${MOTE_INITRD:?}"
+RUNS=${MOTE_BENCH_RUNS:-20}
+SIZES=${MOTE_BENCH_SIZES:-128M 1G}
+FORKS=${MOTE_BENCH_FORKS:-8 32}
+QEMU_FORK_MAX=${MOTE_BENCH_QEMU_FORK_MAX:-128}
+KERNEL=$MOTE_KERNEL_DIR/vmlinux
+QMP="python3 $(cd "$(dirname "$0")" && pwd)/qmp.py"
+CMDLINE="console=ttyS0 panic=1 quiet"
+
+[ -c /dev/kvm ] || { echo "snapshot benchmark: /dev/kvm missing; use benchmarks/run-snapshot.sh" >&2; exit 1; }
+work=$(mktemp -d "${MOTE_SCRATCH:-/var/tmp}/mote-snap.XXXXXX")
+cleanup() {
+	pkill -KILL -P $$ 2>/dev/null || :
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+now_ns() { date +%s%N; }
+ms_between() { echo "scale=3; ($2 - $1) / 1000000" | bc; }
+
+# wait_for FILE TEXT: until FILE has TEXT (120 s at most).
+wait_for() {
+	for _ in $(seq 1 1200); do
+		grep -qF "$2" "$1" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	echo "snapshot benchmark: '$2' never appeared in $1" >&2
+	return 1
+}
+
+# figures LOG TEXT: every "TEXT... N ms" figure mote logged, one a line.
+figures() { sed -n "s/.*$2.* \([0-9][0-9.]*\) ms.*/\1/p" "$1"; }
+
+# stats: "median (min-max)" of the numbers on stdin.
+stats() {
+	local values
+	values=$(sort -n | grep .) || { echo "-"; return; }
+	echo "$(echo "$values" | bench_median '%.1f') ($(echo "$values" | head -1)–$(echo "$values" | tail -1))"
+}
+
+# pss_kib PID / private_kib PID: from /proc/PID/smaps_rollup.
+pss_kib() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup"; }
+private_kib() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s }' "/proc/$1/smaps_rollup"; }
+
+mib() { echo "scale=1; $1 / 1024" | bc; }
+
+# The guest: fill, say so, idle.
+guest_command() { # FILL_BYTES
+	echo "yes mote | head -c $1 >/tmp/fill && echo filled && while :; do sleep 1; done"
+}
+
+mote_ctl() { "$MOTE_BIN" "$@" >/dev/null 2>>"$work/ctl.err"; }
+mote_agent() { # UDS ARGS...
+	local uds=$1
+	shift
+	timeout 120 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" </dev/null >/dev/null 2>&1
+}
+
+bench_mote() { # SIZE FILL
+	local size=$1 fill=$2 d=$work/mote-$1
+	mkdir -p "$d"
+	"$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" --mem "$size" --cpus 1 \
+		--api-sock "$d/api" --vsock "cid=3,uds=$d/v0" --track-dirty-pages \
+		--cmdline "$CMDLINE reboot=k mote.agent mote.run=\"$(guest_command "$fill")\"" \
+		</dev/null >"$d/console" 2>"$d/log" &
+	local vm=$!
+	wait_for "$d/console" filled
+	for _ in $(seq 1 "$RUNS"); do
+		mote_ctl pause --api-sock "$d/api"
+		mote_ctl snapshot --api-sock "$d/api" --state "$d/full.state" --mem "$d/full.mem"
+		mote_ctl resume --api-sock "$d/api"
+		mote_agent "$d/v0" dd if=/dev/urandom of=/tmp/d bs=64k count=16
+		mote_ctl pause --api-sock "$d/api"
+		mote_ctl snapshot --api-sock "$d/api" --state "$d/diff.state" --mem "$d/diff.mem" --diff
+		mote_ctl resume --api-sock "$d/api"
+	done
+	mote_ctl pause --api-sock "$d/api"
+	mote_ctl snapshot --api-sock "$d/api" --state "$d/full.state" --mem "$d/full.mem"
+	kill -KILL $vm
+	wait $vm 2>/dev/null || :
+	figures "$d/log" "paused in" | stats >"$d/pause"
+	figures "$d/log" "full snapshot written" | stats >"$d/full"
+	figures "$d/log" "diff snapshot written" | stats >"$d/diff"
+	echo "$(mib "$(du -k "$d/full.mem" | cut -f1)") MiB" >"$d/full-size"
+	echo "$(mib "$(du -k "$d/diff.mem" | cut -f1)") MiB" >"$d/diff-size"
+
+	: >"$d/e2e"
+	: >"$d/restore.log"
+	for r in $(seq 1 "$RUNS"); do
+		rm -f "$d/v$r"
+		local t0
+		t0=$(now_ns)
+		"$MOTE_BIN" restore --snapshot "$d/full.state" --mem "$d/full.mem" \
+			--vsock-uds "$d/v$r" --console none </dev/null >/dev/null 2>>"$d/restore.log" &
+		local copy=$!
+		mote_agent "$d/v$r" true && ms_between "$t0" "$(now_ns)" >>"$d/e2e"
+		mote_agent "$d/v$r" poweroff || :
+		wait $copy 2>/dev/null || :
+	done
+	figures "$d/restore.log" "restored VM running" | stats >"$d/restore"
+	stats <"$d/e2e" >"$d/e2e.stats"
+
+	for n in $FORKS; do
+		local pids="" t0 i
+		t0=$(now_ns)
+		for i in $(seq 1 "$n"); do
+			rm -f "$d/f$i"
+			"$MOTE_BIN" restore --snapshot "$d/full.state" --mem "$d/full.mem" \
+				--vsock-uds "$d/f$i" --console none </dev/null >/dev/null 2>&1 &
+			pids="$pids $!"
+		done
+		local waits=""
+		for i in $(seq 1 "$n"); do
+			mote_agent "$d/f$i" true &
+			waits="$waits $!"
+		done
+		for w in $waits; do wait "$w" || :; done
+		ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
+		local pss=0 first=""
+		for p in $pids; do
+			pss=$((pss + $(pss_kib "$p")))
+			[ -n "$first" ] || first=$(private_kib "$p")
+		done
+		echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
+		echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+		for i in $(seq 1 "$n"); do mote_agent "$d/f$i" poweroff & done
+		for p in $pids; do wait "$p" 2>/dev/null || :; done
+		wait
+	done
+}
+
+qemu_cmd() { # SIZE FILL QMP_SOCKET
+	# shellcheck disable=SC2046 # one word per argument
+	echo $(qemu_microvm "$KERNEL" "$1" 1) -initrd "$MOTE_INITRD" -qmp "unix:$3,server=on,wait=off"
+}
+
+bench_qemu() { # SIZE FILL
+	local size=$1 fill=$2 d=$work/qemu-$1 append
+	mkdir -p "$d"
+	append="$CMDLINE reboot=t mote.run=\"$(guest_command "$fill")\""
+	# shellcheck disable=SC2046
+	$(qemu_cmd "$size" "$fill" "$d/qmp") -append "$append" </dev/null >"$d/console" 2>&1 &
+	local vm=$!
+	wait_for "$d/console" filled
+	: >"$d/stop"
+	: >"$d/migrate"
+	for _ in $(seq 1 "$RUNS"); do
+		$QMP "$d/qmp" stop >>"$d/stop"
+		rm -f "$d/state"
+		$QMP "$d/qmp" migrate "$d/state" >>"$d/migrate"
+		$QMP "$d/qmp" cont >/dev/null
+	done
+	$QMP "$d/qmp" stop >/dev/null
+	$QMP "$d/qmp" migrate "$d/state" >/dev/null
+	kill -KILL $vm
+	wait $vm 2>/dev/null || :
+	stats <"$d/stop" >"$d/pause"
+	stats <"$d/migrate" >"$d/full"
+	echo "$(mib "$(du -k "$d/state" | cut -f1)") MiB" >"$d/full-size"
+
+	: >"$d/restore.ms"
+	for r in $(seq 1 "$RUNS"); do
+		local t0
+		rm -f "$d/qmp$r"
+		t0=$(now_ns)
+		# shellcheck disable=SC2046
+		$(qemu_cmd "$size" "$fill" "$d/qmp$r") -append "$append" \
+			-incoming "exec:cat $d/state" </dev/null >/dev/null 2>&1 &
+		local copy=$!
+		$QMP "$d/qmp$r" wait-running "$t0" >>"$d/restore.ms" || :
+		$QMP "$d/qmp$r" quit >/dev/null 2>&1 || :
+		wait $copy 2>/dev/null || :
+	done
+	stats <"$d/restore.ms" >"$d/restore"
+
+	[ "${size%M}" != "$size" ] && [ "${size%M}" -le "$QEMU_FORK_MAX" ] || return 0
+	for n in $FORKS; do
+		local pids="" t0 i
+		t0=$(now_ns)
+		for i in $(seq 1 "$n"); do
+			rm -f "$d/fq$i"
+			# shellcheck disable=SC2046
+			$(qemu_cmd "$size" "$fill" "$d/fq$i") -append "$append" \
+				-incoming "exec:cat $d/state" </dev/null >/dev/null 2>&1 &
+			pids="$pids $!"
+		done
+		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" wait-running "$t0" >/dev/null || :; done
+		ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
+		local pss=0 first=""
+		for p in $pids; do
+			pss=$((pss + $(pss_kib "$p")))
+			[ -n "$first" ] || first=$(private_kib "$p")
+		done
+		echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
+		echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" quit >/dev/null 2>&1 || :; done
+		for p in $pids; do wait "$p" 2>/dev/null || :; done
+	done
+}
+
+cell() { cat "$1" 2>/dev/null || echo "-"; }
+
+for size in $SIZES; do
+	mib_size=$(echo "$size" | sed 's/G$/*1024/; s/M$//' | bc)
+	fill=$((mib_size / 4 * 1048576)) # a quarter of the guest's RAM holds data
+	echo "snapshot benchmark: $size guest, $((fill / 1048576)) MiB filled, $RUNS runs" >&2
+	bench_mote "$size" "$fill"
+	bench_qemu "$size" "$fill"
+done
+
+echo
+echo "Snapshot and restore, ms: median (min–max) of $RUNS runs; nested KVM under TCG"
+echo
+echo "| guest | operation | mote | QEMU microvm |"
+echo "|---|---|---|---|"
+for size in $SIZES; do
+	m=$work/mote-$size q=$work/qemu-$size
+	echo "| $size | pause | $(cell "$m/pause") | $(cell "$q/pause") |"
+	echo "| $size | full snapshot | $(cell "$m/full") | $(cell "$q/full") |"
+	echo "| $size | full snapshot file | $(cell "$m/full-size") | $(cell "$q/full-size") |"
+	echo "| $size | diff snapshot (1 MiB written) | $(cell "$m/diff") | - |"
+	echo "| $size | diff snapshot file | $(cell "$m/diff-size") | - |"
+	echo "| $size | restore, VMM side | $(cell "$m/restore") | $(cell "$q/restore") |"
+	echo "| $size | restore to agent answer | $(cell "$m/e2e.stats") | - |"
+done
+echo
+echo "| guest | copies | mote: all answering, ms | mote: total PSS | mote: one copy's private | QEMU: all running, ms | QEMU: total PSS | QEMU: one copy's private |"
+echo "|---|---|---|---|---|---|---|---|"
+for size in $SIZES; do
+	m=$work/mote-$size q=$work/qemu-$size
+	for n in $FORKS; do
+		echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
+	done
+done

@@ -1,0 +1,292 @@
+# Pause, resume, snapshot, restore and fork (issue 5), as a user drives them: libmote in
+# one process (mote-test-snapshot), and the `mote` command with its control socket.
+# A guest counts on its console and into a file on an overlay disk; snapshots are taken
+# through the API, the original is killed, and the restored copies must go on from
+# exactly where it stood. Sourced by run.sh.
+# shellcheck shell=bash
+
+SNAP_CID=3
+
+test_libmote_pause_resume_and_twenty_snapshot_restore_cycles() {
+	local log=$WORK/s0.log
+	timeout 1200 "$(dirname "$MOTE_BIN")/mote-test-snapshot" "$VMLINUX" "$MOTE_INITRD" \
+		"$WORK" 2 20 2>&1 | tee "$log" | grep --line-buffered -E "^(cycle|pause|snapshot|mote:)" |
+		sed -u 's/^/    /'
+	status=${PIPESTATUS[0]}
+	err=$log
+	[ "$status" -eq 0 ] || fail "$(grep -v '^ *#\|^$\|^=\|^SUMMARY' "$log" | tail -5 | tr '\n' '|')"
+	expect_in "$log" "snapshot cycles: all 20 restored guests continued"
+	rm -f "$WORK"/snap-*.mem
+}
+
+# snap_vm_start NAME API UDS CMD [mote args...]: a VM with the agent, a control socket
+# and the command CMD (if any), in the background as $snap_vm; console in $WORK/NAME.out.
+snap_vm_start() {
+	local name=$1 api=$2 uds=$3 cmd=$4
+	shift 4
+	rm -f "$api" "$uds"
+	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 256M --cpus 2 --api-sock "$api" \
+		--vsock "cid=$SNAP_CID,uds=$uds" \
+		--cmdline "$BASE_CMDLINE mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@" \
+		</dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
+	snap_vm=$!
+}
+
+# snap_restore NAME ARGS...: `mote restore ARGS` in the background as $snap_vm.
+snap_restore() {
+	local name=$1
+	shift
+	"$MOTE_BIN" restore "$@" </dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
+	snap_vm=$!
+}
+
+# snap_ctl NAME ARGS...: a control command (pause, resume, snapshot) against a running
+# mote, bounded; its status in $ctl_status, output in $WORK/NAME.ctl.
+snap_ctl() {
+	local name=$1
+	shift
+	timeout 300 "$MOTE_BIN" "$@" </dev/null >"$WORK/$name.ctl" 2>&1
+	ctl_status=$?
+}
+
+# last_count FILE: the highest count=N the guest printed, 0 for none.
+last_count() {
+	tr -d '\r' <"$1" | sed -n 's/^count=\([0-9]*\)$/\1/p' | tail -n 1 | grep . || echo 0
+}
+
+first_count() {
+	tr -d '\r' <"$1" | sed -n 's/^count=\([0-9]*\)$/\1/p' | head -n 1 | grep . || echo 0
+}
+
+# wait_count FILE N: until the guest counted past N (false after TIMEOUT seconds).
+wait_count() {
+	local i
+	for i in $(seq 1 $((TIMEOUT * 5))); do
+		[ "$(last_count "$1")" -gt "$2" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# snap_exec UDS NAME ARGS...: the agent runs ARGS; stdout in $WORK/NAME.stdout.
+snap_exec() {
+	local uds=$1 name=$2
+	shift 2
+	timeout 300 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" \
+		</dev/null >"$WORK/$name.stdout" 2>"$WORK/$name.stderr"
+	status=$?
+}
+
+# snap_end PID NAME: powers the guest off through the agent and waits for mote.
+snap_end() {
+	local uds=$1 name=$2
+	timeout 120 "$MOTE_BIN" exec --vsock "$uds" -- poweroff >/dev/null 2>&1
+	finish "$snap_vm"
+	status=$?
+	out="$WORK/$name.out"
+	err="$WORK/$name.err"
+}
+
+# The counter: a line on the console and a line appended to a file, ten times a second.
+COUNTER="i=0; while :; do i=\$((i+1)); echo count=\$i; echo \$i >>/root/counter; sleep 0.1; done"
+
+test_restored_guest_continues_its_counter_and_its_file_on_an_overlay_disk() {
+	local api=$WORK/s1.api uds=$WORK/s1.sock base_sum
+	base_sum=$(md5sum <"$ROOT_IMG")
+	snap_vm_start s1 "$api" "$uds" "$COUNTER" \
+		--disk "path=$ROOT_IMG,root,overlay=$WORK/s1.overlay"
+	local original=$snap_vm
+	wait_count "$WORK/s1.out" 20 || fail "the guest never counted to 20: $(tail -3 "$WORK/s1.err")"
+	snap_ctl s1-pause pause --api-sock "$api"
+	[ $ctl_status -eq 0 ] || fail "mote pause: $(cat "$WORK/s1-pause.ctl")"
+	local saved
+	saved=$(last_count "$WORK/s1.out")
+	sleep 1
+	[ "$(last_count "$WORK/s1.out")" -eq "$saved" ] || fail "the guest counted on while paused"
+	snap_ctl s1-snap snapshot --api-sock "$api" --state "$WORK/s1.state" --mem "$WORK/s1.mem"
+	[ $ctl_status -eq 0 ] || fail "mote snapshot: $(cat "$WORK/s1-snap.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	rm -f "$uds" "$api"
+
+	snap_restore s1r --snapshot "$WORK/s1.state" --mem "$WORK/s1.mem" \
+		--disk "vda:overlay=$WORK/s1r.overlay"
+	wait_count "$WORK/s1r.out" $((saved + 3)) ||
+		fail "the restored guest did not count on: $(tail -3 "$WORK/s1r.err")"
+	local first
+	first=$(first_count "$WORK/s1r.out")
+	# The last line may still have been in the UART when the snapshot was taken.
+	[ "$first" -ge $((saved + 1)) ] && [ "$first" -le $((saved + 2)) ] ||
+		fail "saved at count $saved, the restored guest went on at $first"
+	# The file holds 1, 2, 3, ... with nothing lost or repeated across the restore.
+	snap_exec "$uds" s1-check sh -c 'n=0; while read -r v; do n=$((n+1)); [ "$v" = $n ] || { echo "line $n is $v"; exit 1; }; done </root/counter; echo lines=$n'
+	[ "$status" -eq 0 ] || fail "the counter file is broken: $(cat "$WORK/s1-check.stdout" "$WORK/s1-check.stderr")"
+	local lines
+	lines=$(sed -n 's/^lines=//p' "$WORK/s1-check.stdout")
+	[ "${lines:-0}" -gt "$saved" ] || fail "the counter file has ${lines:-no} lines, saved at $saved"
+	snap_end "$uds" s1r
+	expect_status 0
+	[ "$(md5sum <"$ROOT_IMG")" = "$base_sum" ] || fail "the base image changed"
+}
+
+# Memory written after one snapshot is in the next diff: base + diff restored gives the
+# guest the same memory as a full snapshot taken at the same moment. The guest checks
+# its files in RAM (the initramfs) with md5sum.
+test_diff_snapshot_restore_equals_full_snapshot_restore() {
+	local api=$WORK/s2.api uds=$WORK/s2.sock
+	snap_vm_start s2 "$api" "$uds" "" --initrd "$MOTE_INITRD" --track-dirty-pages
+	local original=$snap_vm
+	snap_exec "$uds" s2-a sh -c 'dd if=/dev/urandom of=/tmp/a bs=1M count=8 2>/dev/null && md5sum /tmp/a'
+	[ "$status" -eq 0 ] || fail "writing /tmp/a: $(cat "$WORK/s2-a.stderr")"
+	snap_ctl s2-p1 pause --api-sock "$api"
+	snap_ctl s2-full1 snapshot --api-sock "$api" --state "$WORK/s2-1.state" --mem "$WORK/s2-1.mem" --resume
+	[ $ctl_status -eq 0 ] || fail "first snapshot: $(cat "$WORK/s2-full1.ctl")"
+	snap_exec "$uds" s2-b sh -c 'dd if=/dev/urandom of=/tmp/b bs=1M count=8 2>/dev/null && dd if=/dev/urandom of=/tmp/a bs=4k count=100 seek=300 conv=notrunc 2>/dev/null && md5sum /tmp/a /tmp/b'
+	[ "$status" -eq 0 ] || fail "writing /tmp/b: $(cat "$WORK/s2-b.stderr")"
+	snap_ctl s2-p2 pause --api-sock "$api"
+	snap_ctl s2-diff snapshot --api-sock "$api" --state "$WORK/s2-2.state" --mem "$WORK/s2-2.diff" --diff
+	[ $ctl_status -eq 0 ] || fail "diff snapshot: $(cat "$WORK/s2-diff.ctl")"
+	snap_ctl s2-full2 snapshot --api-sock "$api" --state "$WORK/s2-3.state" --mem "$WORK/s2-3.mem"
+	[ $ctl_status -eq 0 ] || fail "second full snapshot: $(cat "$WORK/s2-full2.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	local diff_size full_size
+	diff_size=$(du -k "$WORK/s2-2.diff" | cut -f1)
+	full_size=$(du -k "$WORK/s2-3.mem" | cut -f1)
+	[ "$diff_size" -lt "$full_size" ] || fail "the diff file ($diff_size KiB) is not smaller than the full one ($full_size KiB)"
+
+	rm -f "$uds"
+	snap_restore s2d --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-2.diff"
+	snap_exec "$uds" s2-dsum md5sum /tmp/a /tmp/b
+	snap_end "$uds" s2d
+	expect_status 0
+	rm -f "$uds"
+	snap_restore s2f --snapshot "$WORK/s2-3.state" --mem "$WORK/s2-3.mem"
+	snap_exec "$uds" s2-fsum md5sum /tmp/a /tmp/b
+	snap_end "$uds" s2f
+	expect_status 0
+	local wanted
+	wanted=$(grep . "$WORK/s2-b.stdout")
+	[ -n "$wanted" ] || fail "the guest printed no checksums before the snapshot"
+	[ "$(grep . "$WORK/s2-dsum.stdout")" = "$wanted" ] ||
+		fail "base + diff restore sees other memory: $(cat "$WORK/s2-dsum.stdout" "$WORK/s2-dsum.stderr")"
+	[ "$(grep . "$WORK/s2-fsum.stdout")" = "$wanted" ] ||
+		fail "full restore sees other memory: $(cat "$WORK/s2-fsum.stdout" "$WORK/s2-fsum.stderr")"
+}
+
+test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
+	local api=$WORK/s3.api uds=$WORK/s3.sock
+	snap_vm_start s3 "$api" "$uds" "" --initrd "$MOTE_INITRD"
+	local original=$snap_vm
+	snap_exec "$uds" s3-ready sh -c 'echo shared >/tmp/before'
+	snap_ctl s3-p pause --api-sock "$api"
+	snap_ctl s3-snap snapshot --api-sock "$api" --state "$WORK/s3.state" --mem "$WORK/s3.mem"
+	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s3-snap.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	local i pids=""
+	for i in $(seq 1 8); do
+		rm -f "$WORK/s3-$i.sock"
+		snap_restore "s3-$i" --snapshot "$WORK/s3.state" --mem "$WORK/s3.mem" \
+			--vsock-uds "$WORK/s3-$i.sock" --console none
+		pids="$pids $snap_vm"
+	done
+	# Each copy writes its own number where the others write theirs, then reads it back
+	# with what it had from before the snapshot.
+	local bad=0 execs=""
+	for i in $(seq 1 8); do
+		timeout 300 "$MOTE_BIN" exec --vsock "$WORK/s3-$i.sock" --wait 120 -- \
+			sh -c "echo copy-$i >>/tmp/before; cat /tmp/before; exit $i" \
+			</dev/null >"$WORK/s3-$i.stdout" 2>&1 &
+		execs="$execs $!"
+	done
+	local job
+	for job in $execs; do wait "$job"; done
+	for i in $(seq 1 8); do
+		[ "$(tr '\n' ' ' <"$WORK/s3-$i.stdout")" = "shared copy-$i " ] || {
+			bad=$((bad + 1))
+			echo "    copy $i said: $(tr '\n' '|' <"$WORK/s3-$i.stdout")"
+		}
+	done
+	[ $bad -eq 0 ] || fail "$bad of 8 forked copies did not run their own command on the shared state"
+	for i in $(seq 1 8); do
+		timeout 120 "$MOTE_BIN" exec --vsock "$WORK/s3-$i.sock" -- poweroff >/dev/null 2>&1
+	done
+	local pid st=0
+	for pid in $pids; do
+		finish "$pid" || st=$?
+	done
+	[ $st -eq 0 ] || fail "a forked copy ended with status $st"
+}
+
+# Damaged snapshot files: a clear message, a documented non-zero exit, never a crash or
+# a guest started with garbage.
+test_damaged_snapshot_files_are_refused_with_a_clear_error() {
+	local api=$WORK/s4.api uds=$WORK/s4.sock
+	snap_vm_start s4 "$api" "$uds" "" --initrd "$MOTE_INITRD"
+	local original=$snap_vm
+	snap_exec "$uds" s4-ready true
+	snap_ctl s4-p pause --api-sock "$api"
+	snap_ctl s4-snap snapshot --api-sock "$api" --state "$WORK/s4.state" --mem "$WORK/s4.mem"
+	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s4-snap.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	local size
+	size=$(stat -c %s "$WORK/s4.state")
+	head -c $((size / 2)) "$WORK/s4.state" >"$WORK/s4-truncated.state"
+	cp "$WORK/s4.state" "$WORK/s4-flipped.state"
+	# One byte in the middle of the payload, inverted.
+	local at=$((size / 2)) byte
+	byte=$(od -An -tu1 -j $at -N1 "$WORK/s4.state" | tr -d ' ')
+	printf "$(printf '\\%03o' $((255 - byte)))" |
+		dd of="$WORK/s4-flipped.state" bs=1 seek=$at conv=notrunc 2>/dev/null
+	# The format version follows the 8-byte magic.
+	cp "$WORK/s4.state" "$WORK/s4-version.state"
+	printf '\377\377' | dd of="$WORK/s4-version.state" bs=1 seek=8 conv=notrunc 2>/dev/null
+	cp --sparse=always "$WORK/s4.mem" "$WORK/s4-short.mem"
+	truncate -s -2M "$WORK/s4-short.mem"
+	local kind
+	for kind in truncated flipped version; do
+		rm -f "$uds"
+		mote_run "s4-$kind" restore --snapshot "$WORK/s4-$kind.state" --mem "$WORK/s4.mem"
+		[ "$status" -ne 0 ] && [ "$status" -lt 128 ] ||
+			fail "a $kind state file: exit status $status"
+		expect_in "$err" "s4-$kind.state"
+	done
+	rm -f "$uds"
+	mote_run s4-short restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-short.mem"
+	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a short memory file: exit status $status"
+	expect_in "$err" "s4-short.mem"
+	rm -f "$uds"
+	mote_run s4-missing restore --snapshot "$WORK/none.state" --mem "$WORK/s4.mem"
+	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a missing state file: exit status $status"
+	expect_in "$err" "none.state"
+}
+
+# A snapshot that cannot be written (a full file system, a read-only one) is an error
+# the user sees, and the VM goes on.
+test_a_snapshot_to_a_full_or_read_only_place_fails_and_the_vm_goes_on() {
+	local api=$WORK/s5.api uds=$WORK/s5.sock small=$WORK/s5-small ro=$WORK/s5-ro
+	mkdir -p "$small" "$ro"
+	mount -t tmpfs -o size=1m tmpfs "$small" || fail "cannot mount a small tmpfs"
+	mount -t tmpfs -o ro tmpfs "$ro" || fail "cannot mount a read-only tmpfs"
+	snap_vm_start s5 "$api" "$uds" "" --initrd "$MOTE_INITRD"
+	snap_exec "$uds" s5-ready sh -c 'dd if=/dev/urandom of=/tmp/fill bs=1M count=4 2>/dev/null'
+	snap_ctl s5-p pause --api-sock "$api"
+	snap_ctl s5-full snapshot --api-sock "$api" --state "$small/s.state" --mem "$small/s.mem"
+	local full_status=$ctl_status
+	snap_ctl s5-ro snapshot --api-sock "$api" --state "$ro/s.state" --mem "$ro/s.mem"
+	local ro_status=$ctl_status
+	snap_ctl s5-r resume --api-sock "$api"
+	snap_exec "$uds" s5-after echo still-here
+	local after=$status
+	snap_end "$uds" s5
+	umount "$small" "$ro"
+	expect_status 0
+	[ $full_status -ne 0 ] || fail "a snapshot to a full file system succeeded"
+	grep -qi "space" "$WORK/s5-full.ctl" || fail "no word of the full disk: $(cat "$WORK/s5-full.ctl")"
+	[ $ro_status -ne 0 ] || fail "a snapshot to a read-only file system succeeded"
+	grep -qi "read-only" "$WORK/s5-ro.ctl" || fail "no word of the read-only place: $(cat "$WORK/s5-ro.ctl")"
+	[ $after -eq 0 ] && [ "$(cat "$WORK/s5-after.stdout")" = still-here ] ||
+		fail "the VM did not go on after the failed snapshots"
+}
