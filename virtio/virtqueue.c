@@ -294,6 +294,11 @@ bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx)
 
 void virtq_set_avail_event(struct virtq *q)
 {
+	virtq_set_avail_event_at(q, q->last_avail_idx);
+}
+
+void virtq_set_avail_event_at(struct virtq *q, uint16_t avail_idx)
+{
 	struct vring_used *used = used_ring(q);
 
 	if (!q->ready || !q->event_idx || !used)
@@ -301,7 +306,7 @@ void virtq_set_avail_event(struct virtq *q)
 	/* avail_event follows the size used elements. */
 	uint16_t *avail_event = (uint16_t *)&used->ring[q->size];
 	guest_memory_mark_dirty(q->mem, q->used_addr, used_ring_bytes(q->size));
-	__atomic_store_n(avail_event, htole16(q->last_avail_idx), __ATOMIC_RELAXED);
+	__atomic_store_n(avail_event, htole16(avail_idx), __ATOMIC_RELAXED);
 	/* Order the store before the caller's next read of avail->idx. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }

@@ -108,6 +108,10 @@ bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx);
  * afterwards: a chain added meanwhile brings no notification. */
 void virtq_set_avail_event(struct virtq *q);
 
+/* With EVENT_IDX, asks the driver to notify once it makes the chain at avail index
+ * avail_idx available, whatever the device has read (§2.7.10). */
+void virtq_set_avail_event_at(struct virtq *q, uint16_t avail_idx);
+
 /* Copies len bytes starting offset bytes into the readable part of the chain.
  * -EFAULT when that range goes beyond the readable part. */
 int virtq_chain_read(const struct virtq_chain *chain, uint64_t offset, void *dst, size_t len);

@@ -165,7 +165,10 @@ static void deliver_event(struct virtio_vsock *vs)
 		}
 		push(vs, EVENT_QUEUE, sizeof(event));
 		vs->event_pending = false;
+		/* The driver notifies when it gives a buffer back after handling the event
+		 * (vsock_release_held_clients), whatever avail_event said before. */
 		vs->reset_event_avail_idx = virtq_driver_avail_idx(queue(vs, EVENT_QUEUE));
+		virtq_set_avail_event_at(queue(vs, EVENT_QUEUE), vs->reset_event_avail_idx);
 	}
 	if (queue(vs, EVENT_QUEUE)->used_idx != old_used_idx)
 		vdev_notify_used(&vs->dev, EVENT_QUEUE, old_used_idx);

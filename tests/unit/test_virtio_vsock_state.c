@@ -58,6 +58,32 @@ static void restored_device_sends_transport_reset_and_forgets_connections(void *
 	close(listener);
 }
 
+/* With EVENT_IDX the driver notifies only where avail_event says: the device asks for
+ * the buffer the guest gives back after handling the reset, or it would never hear of
+ * it and hold its host clients for ever. */
+static void restored_device_with_event_idx_asks_to_hear_of_the_buffer_given_back(void **state)
+{
+	struct vsock_fixture *f = *state;
+
+	reset_device(f);
+	activate_with(f, true, true);
+	restored(f->dev);
+	assert_int_equal(used_idx(f, EVENT_QUEUE), 1);
+	uint16_t avail_event;
+	memcpy(&avail_event, &used(f, EVENT_QUEUE)->ring[QSIZE], sizeof(avail_event));
+	avail_event = le16toh(avail_event);
+	assert_int_equal(avail_event, avail(f, EVENT_QUEUE)->idx);
+	int early = host_client(f);
+	host_printf(early, "CONNECT 53\n");
+	assert_no_pkt(f, 50);
+	offer(f, EVENT_QUEUE, 0);
+	notify(f, EVENT_QUEUE);
+	struct vsock_pkt pkt;
+	recv_pkt(f, &pkt, NULL);
+	assert_int_equal(pkt.op, VIRTIO_VSOCK_OP_REQUEST);
+	close(early);
+}
+
 static void restored_device_the_driver_never_started_sends_nothing(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -150,6 +176,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TEST(restored_device_sends_transport_reset_and_forgets_connections),
+	    TEST(restored_device_with_event_idx_asks_to_hear_of_the_buffer_given_back),
 	    TEST(restored_device_the_driver_never_started_sends_nothing),
 	    TEST(saved_device_loads_into_a_fresh_one_that_resets_the_guest),
 	    TEST(saved_state_with_a_value_out_of_range_is_refused),
