@@ -27,7 +27,7 @@ snap_vm_start() {
 	rm -f "$api" "$uds"
 	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 256M --cpus 2 --api-sock "$api" \
 		--vsock "cid=$SNAP_CID,uds=$uds" \
-		--cmdline "$BASE_CMDLINE mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@" \
+		--cmdline "$BASE_CMDLINE ${MOTE_SNAP_CMDLINE_EXTRA:-}mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@" \
 		</dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
 	snap_vm=$!
 }
@@ -126,6 +126,7 @@ test_restored_guest_continues_its_counter_and_its_file_on_an_overlay_disk() {
 	[ "${lines:-0}" -gt "$saved" ] || fail "the counter file has ${lines:-no} lines, saved at $saved"
 	snap_end "$uds" s1r
 	expect_status 0
+	[ "$status" -eq 0 ] || tr -d '\r' <"$WORK/s1r.out" | grep -v '^count=' | tail -40 | sed 's/^/      console: /'
 	[ "$(md5sum <"$ROOT_IMG")" = "$base_sum" ] || fail "the base image changed"
 }
 
