@@ -291,3 +291,34 @@ test_a_snapshot_to_a_full_or_read_only_place_fails_and_the_vm_goes_on() {
 	[ $after -eq 0 ] && [ "$(cat "$WORK/s5-after.stdout")" = still-here ] ||
 		fail "the VM did not go on after the failed snapshots"
 }
+
+# A restored copy's NIC on another TAP: the guest, restored, reaches the new TAP's host
+# side with its address from before the snapshot.
+test_network_works_after_a_restore_onto_another_tap() {
+	local api=$WORK/s6.api uds=$WORK/s6.sock
+	tap_up mote-s6a "$HOST_IP" || return
+	snap_vm_start s6 "$api" "$uds" "" --initrd "$MOTE_INITRD" --net "tap=mote-s6a,mac=$GUEST_MAC"
+	local original=$snap_vm
+	snap_exec "$uds" s6-up sh -c "$(guest_net_up eth0 "$GUEST_IP") && ping -c 1 -W 10 $HOST_IP"
+	local before=$status
+	snap_ctl s6-snap snapshot --api-sock "$api" --state "$WORK/s6.state" --mem "$WORK/s6.mem"
+	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s6-snap.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	# The guest remembers the host side's MAC (its ARP cache is in the snapshot): the
+	# new TAP takes the old one's, as a fork's TAP would in a network namespace of its own.
+	local host_mac
+	host_mac=$(cat /sys/class/net/mote-s6a/address)
+	tap_down mote-s6a
+	tap_up mote-s6b "$HOST_IP" || return
+	ip link set mote-s6b address "$host_mac"
+	rm -f "$uds"
+	snap_restore s6r --snapshot "$WORK/s6.state" --mem "$WORK/s6.mem" --net eth0=mote-s6b
+	snap_exec "$uds" s6-ping ping -c 1 -W 10 "$HOST_IP"
+	local after=$status
+	snap_end "$uds" s6r
+	tap_down mote-s6b
+	expect_status 0
+	[ "$before" -eq 0 ] || fail "the guest could not ping the host before the snapshot: $(cat "$WORK/s6-up.stdout" "$WORK/s6-up.stderr")"
+	[ "$after" -eq 0 ] || fail "the restored guest could not ping the host through the new TAP: $(cat "$WORK/s6-ping.stdout" "$WORK/s6-ping.stderr")"
+}
