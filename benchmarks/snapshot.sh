@@ -71,6 +71,20 @@ private_kib() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s }' "/pr
 
 mib() { echo "scale=1; $1 / 1024" | bc; }
 
+# fork_figures DIR N T0 PID...: the time since T0 until now, the copies' total PSS and
+# the first copy's private memory, into DIR/fork-N-{ms,pss,private}.
+fork_figures() {
+	local d=$1 n=$2 t0=$3 pss=0 first="" p
+	shift 3
+	ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
+	for p; do
+		pss=$((pss + $(pss_kib "$p")))
+		[ -n "$first" ] || first=$(private_kib "$p")
+	done
+	echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
+	echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+}
+
 # The guest: fill, say so, idle.
 guest_command() { # FILL_BYTES
 	echo "yes mote | head -c $1 >/tmp/fill && echo filled && while :; do sleep 1; done"
@@ -142,14 +156,7 @@ bench_mote() { # SIZE FILL
 			waits="$waits $!"
 		done
 		for w in $waits; do wait "$w" || :; done
-		ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
-		local pss=0 first=""
-		for p in $pids; do
-			pss=$((pss + $(pss_kib "$p")))
-			[ -n "$first" ] || first=$(private_kib "$p")
-		done
-		echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
-		echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+		fork_figures "$d" "$n" "$t0" $pids
 		for i in $(seq 1 "$n"); do mote_agent "$d/f$i" poweroff & done
 		for p in $pids; do wait "$p" 2>/dev/null || :; done
 		wait
@@ -212,14 +219,7 @@ bench_qemu() { # SIZE FILL
 			pids="$pids $!"
 		done
 		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" wait-running "$t0" >/dev/null || :; done
-		ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
-		local pss=0 first=""
-		for p in $pids; do
-			pss=$((pss + $(pss_kib "$p")))
-			[ -n "$first" ] || first=$(private_kib "$p")
-		done
-		echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
-		echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+		fork_figures "$d" "$n" "$t0" $pids
 		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" quit >/dev/null 2>&1 || :; done
 		for p in $pids; do wait "$p" 2>/dev/null || :; done
 	done

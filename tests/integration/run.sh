@@ -16,7 +16,10 @@ BZIMAGE=$MOTE_KERNEL_DIR/bzImage
 # quiet: every console character is a VM exit, and under nested emulation each costs.
 BASE_CMDLINE="console=ttyS0 reboot=k panic=1 quiet"
 WORK=$(mktemp -d "${MOTE_SCRATCH:-/tmp}/mote-it.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+# Only this shell cleans up: a subshell killed before it has reset its traps (finish's
+# watcher, killed at once when its process had already ended) would run this trap too
+# and remove the work directory under the tests still to come.
+trap '[ "$BASHPID" = "$$" ] && rm -rf "$WORK"' EXIT
 # Generous: under TCG-nested KVM a boot takes seconds, not milliseconds.
 TIMEOUT=${MOTE_TEST_TIMEOUT:-120}
 
