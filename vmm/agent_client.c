@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #define HANDSHAKE_MIN_MS 5000
-#define RETRY_MS 100
+/* Retries start fast, since a restored guest's agent answers within milliseconds of its
+ * monitor binding the socket, and back off to a slow poll for a guest still booting. */
+#define RETRY_FIRST_MS 2
+#define RETRY_MAX_MS 100
 #define REPLY_LINE_MAX 64
 #define DEFAULT_IO_TIMEOUT_MS 30000
 
@@ -452,6 +455,11 @@ static bool worth_retrying(int err)
 	       err == -EPIPE;
 }
 
+static int next_retry_ms(int retry_ms)
+{
+	return retry_ms * 2 < RETRY_MAX_MS ? retry_ms * 2 : RETRY_MAX_MS;
+}
+
 int mote_agent_connect(const struct mote_agent_options *options, struct mote_agent **agent_out)
 {
 	struct mote_log log = {options->log, options->log_opaque};
@@ -466,16 +474,16 @@ int mote_agent_connect(const struct mote_agent_options *options, struct mote_age
 		log_error(&log, "agent: the vsock socket path is missing or too long");
 		return -EINVAL;
 	}
-	for (;;) {
+	for (int retry_ms = RETRY_FIRST_MS;; retry_ms = next_retry_ms(retry_ms)) {
 		int64_t now = agent_now_ms();
 		int64_t attempt_deadline =
 		    deadline > now + HANDSHAKE_MIN_MS ? deadline : now + HANDSHAKE_MIN_MS;
 		ret = connect_once(options, attempt_deadline, agent_out, why, sizeof(why));
 		if (!ret)
 			return 0;
-		if (!worth_retrying(ret) || agent_now_ms() + RETRY_MS > deadline)
+		if (!worth_retrying(ret) || agent_now_ms() + retry_ms > deadline)
 			break;
-		nanosleep(&(struct timespec){.tv_nsec = RETRY_MS * 1000000L}, NULL);
+		nanosleep(&(struct timespec){.tv_nsec = retry_ms * 1000000L}, NULL);
 	}
 	if (worth_retrying(ret) && options->wait_ms > 0) {
 		log_error(&log, "no agent answered on %s port %u within %d ms: %s",
