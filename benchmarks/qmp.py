@@ -4,8 +4,6 @@ request to QEMU's answer (or, for a migration, to its completion), printed in ms
 
 usage: qmp.py SOCKET stop | cont | quit
        qmp.py SOCKET migrate FILE     full snapshot: migrate to FILE, until completed
-       qmp.py SOCKET wait-running T0  restore: T0 is the time (ns, CLOCK_REALTIME) the
-                                      QEMU process was started; prints T0 to running
 """
 import json
 import socket
@@ -57,24 +55,18 @@ def ms_since(start_ns):
 
 def main():
     path, verb = sys.argv[1], sys.argv[2]
-    if verb == "wait-running":
-        t0 = int(sys.argv[3])
-        qmp = Qmp(path, wait_s=120)
-        while qmp.call("query-status")["status"] != "running":
-            time.sleep(0.001)
-        print(f"{ms_since(t0):.3f}")
-        return
     qmp = Qmp(path)
     start = time.time_ns()
     if verb in ("stop", "cont", "quit"):
         qmp.call(verb)
     elif verb == "migrate":
         qmp.call("migrate", uri=f"exec:cat > {sys.argv[3]}")
+        deadline = time.monotonic() + 300
         while True:
             status = qmp.call("query-migrate").get("status")
             if status == "completed":
                 break
-            if status in ("failed", "cancelled"):
+            if status in ("failed", "cancelled") or time.monotonic() > deadline:
                 raise RuntimeError(f"migration {status}")
             time.sleep(0.001)
     else:

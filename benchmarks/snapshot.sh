@@ -7,13 +7,18 @@
 #   full snapshot  mote: `mote snapshot` (its figure: state + sparse memory file written
 #                  and fsynced); QEMU: QMP `migrate` to a file, request to completed
 #   diff snapshot  mote only (QEMU has no diff snapshots): after the guest wrote 1 MiB
-#   restore, VMM   mote: `mote restore` process start to every vCPU running (its figure);
-#                  QEMU: process start with -incoming to QMP status "running"
+#   restore, VMM   process start to the VM running, as its control API reports it
+#                  (mote: GET / says "Running"; QEMU, started with -incoming: QMP
+#                  query-status says "running", after a `cont`, since the snapshot was
+#                  taken stopped), polled every millisecond by benchmarks/launch.py,
+#                  which starts the monitor itself; and mote's own figure, main() to
+#                  every vCPU thread started (no exec, no loader)
 #   restore, e2e   mote only: process start to the in-guest agent's first answer
 #                  (`mote exec -- true`); QEMU has no agent on our vsock protocol
-# and fork: N copies restored from one snapshot at once, time until all answer (mote:
-# the agent; QEMU: status running) and their memory: total PSS, and the private memory
-# of one copy (mote maps the memory file copy-on-write, QEMU reads it into each copy).
+# and fork: N copies restored from one snapshot at once by launch.py: time until all
+# run, for mote also until all answer through the agent, and their memory: total PSS,
+# and the private memory of one copy (mote maps the memory file copy-on-write and its
+# private pages there are the ones the guest wrote; QEMU reads the file into each copy).
 # Targets (issue 5): restore VMM-side <= 5 ms on hardware, fork of 32 in under a second
 # nested, memory per forked copy <= pages it wrote + 2 MiB.
 #
@@ -32,6 +37,7 @@ FORKS=${MOTE_BENCH_FORKS:-8 32}
 QEMU_FORK_MAX=${MOTE_BENCH_QEMU_FORK_MAX:-128}
 KERNEL=$MOTE_KERNEL_DIR/vmlinux
 QMP="python3 $(cd "$(dirname "$0")" && pwd)/qmp.py"
+LAUNCH="python3 $(cd "$(dirname "$0")" && pwd)/launch.py"
 CMDLINE="console=ttyS0 panic=1 quiet"
 
 [ -c /dev/kvm ] || { echo "snapshot benchmark: /dev/kvm missing; use benchmarks/run-snapshot.sh" >&2; exit 1; }
@@ -62,27 +68,75 @@ figures() { sed -n "s/.*$2.* \([0-9][0-9.]*\) ms.*/\1/p" "$1"; }
 stats() {
 	local values
 	values=$(sort -n | grep .) || { echo "-"; return; }
-	echo "$(echo "$values" | bench_median '%.1f') ($(echo "$values" | head -1)–$(echo "$values" | tail -1))"
+	printf '%s (%.1f–%.1f)\n' "$(echo "$values" | bench_median '%.1f')" \
+		"$(echo "$values" | head -1)" "$(echo "$values" | tail -1)"
 }
 
-# pss_kib PID / private_kib PID: from /proc/PID/smaps_rollup.
-pss_kib() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup"; }
-private_kib() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s }' "/proc/$1/smaps_rollup"; }
+# pss_kib PID / private_kib PID: from /proc/PID/smaps_rollup, 0 for a process gone.
+pss_kib() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
+private_kib() {
+	awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0
+}
+# mapping_private_kib PID FILE: the private memory of PID's mappings of FILE; for a
+# restored mote, its guest RAM mapped from the memory file: the pages the guest wrote.
+mapping_private_kib() {
+	awk -v file="$2" '/^[0-9a-f]+-[0-9a-f]+ / { in_file = ($NF == file) }
+		in_file && /^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' "/proc/$1/smaps" 2>/dev/null || echo 0
+}
 
 mib() { echo "scale=1; $1 / 1024" | bc; }
 
-# fork_figures DIR N T0 PID...: the time since T0 until now, the copies' total PSS and
-# the first copy's private memory, into DIR/fork-N-{ms,pss,private}.
-fork_figures() {
-	local d=$1 n=$2 t0=$3 pss=0 first="" p
-	shift 3
-	ms_between "$t0" "$(now_ns)" >"$d/fork-$n-ms"
+progress() { echo "snapshot benchmark: $*" >&2; }
+
+# reap PID...: waits for each process, 60 s at most, then kills it; a process that had
+# to be killed is reported, since a copy that does not power off is a failure.
+reap() {
+	local p
 	for p; do
-		pss=$((pss + $(pss_kib "$p")))
-		[ -n "$first" ] || first=$(private_kib "$p")
+		for _ in $(seq 1 600); do
+			kill -0 "$p" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$p" 2>/dev/null; then
+			progress "process $p still running after 60 s; killed"
+			kill -KILL "$p" 2>/dev/null || :
+		fi
+		wait "$p" 2>/dev/null || :
 	done
+}
+
+# launch KIND N SOCKET LOG ARGS...: launch.py's N copies of ARGS; sets launch_ms (start
+# to all running, "-" if some never ran), launch_t0 (ns) and launch_pids.
+launch() {
+	local kind=$1 n=$2 socket=$3 log=$4 out
+	shift 4
+	out=$($LAUNCH "$kind" "$n" "$socket" "$log" -- "$@") || {
+		progress "$kind: not every one of $n copies ran (log: $(tail -2 "$log" | tr '\n' '|'))"
+		launch_failed=1
+	}
+	launch_ms=$(echo "$out" | awk 'NR == 1 { print $1 }')
+	launch_t0=$(echo "$out" | awk 'NR == 1 { print $2 }')
+	launch_pids=$(echo "$out" | awk 'NR > 1' | tr '\n' ' ')
+	[ -z "${launch_failed:-}" ] || launch_ms="$launch_ms (not all ran)"
+	launch_failed=""
+}
+
+# fork_memory DIR N MEMFILE PID...: the copies' total PSS and the first copy's private
+# memory, into DIR/fork-N-{pss,private}; with a MEMFILE (mote), the private memory is
+# split into guest pages written (its private mappings of MEMFILE) and the rest, the
+# monitor's own.
+fork_memory() {
+	local d=$1 n=$2 memfile=$3 pss=0 first=$4 p private written
+	shift 3
+	for p; do pss=$((pss + $(pss_kib "$p"))); done
 	echo "$(mib $pss) MiB" >"$d/fork-$n-pss"
-	echo "$(mib "$first") MiB" >"$d/fork-$n-private"
+	private=$(private_kib "$first")
+	if [ -n "$memfile" ]; then
+		written=$(mapping_private_kib "$first" "$memfile")
+		echo "$(mib "$private") MiB ($(mib "$written") guest-written + $(mib $((private - written))) monitor)" >"$d/fork-$n-private"
+	else
+		echo "$(mib "$private") MiB" >"$d/fork-$n-private"
+	fi
 }
 
 # The guest: fill, say so, idle.
@@ -106,6 +160,7 @@ bench_mote() { # SIZE FILL
 		</dev/null >"$d/console" 2>"$d/log" &
 	local vm=$!
 	wait_for "$d/console" filled
+	progress "$size mote: pause and snapshots"
 	for _ in $(seq 1 "$RUNS"); do
 		mote_ctl pause --api-sock "$d/api"
 		mote_ctl snapshot --api-sock "$d/api" --state "$d/full.state" --mem "$d/full.mem"
@@ -125,40 +180,49 @@ bench_mote() { # SIZE FILL
 	echo "$(mib "$(du -k "$d/full.mem" | cut -f1)") MiB" >"$d/full-size"
 	echo "$(mib "$(du -k "$d/diff.mem" | cut -f1)") MiB" >"$d/diff-size"
 
+	progress "$size mote: restores"
 	: >"$d/e2e"
 	: >"$d/restore.log"
+	: >"$d/running.ms"
 	for r in $(seq 1 "$RUNS"); do
-		rm -f "$d/v$r"
-		local t0
-		t0=$(now_ns)
-		"$MOTE_BIN" restore --snapshot "$d/full.state" --mem "$d/full.mem" \
-			--vsock-uds "$d/v$r" --console none </dev/null >/dev/null 2>>"$d/restore.log" &
-		local copy=$!
-		mote_agent "$d/v$r" true && ms_between "$t0" "$(now_ns)" >>"$d/e2e"
+		rm -f "$d/v$r" "$d/a$r"
+		launch mote 1 "$d/a$r" "$d/restore.log" "$MOTE_BIN" restore --snapshot "$d/full.state" \
+			--mem "$d/full.mem" --vsock-uds "$d/v$r" --api-sock "$d/a$r" --console none
+		echo "$launch_ms" >>"$d/running.ms"
+		if mote_agent "$d/v$r" true; then
+			ms_between "$launch_t0" "$(now_ns)" >>"$d/e2e"
+		else
+			progress "$size restore $r: the agent never answered; its log:"
+			tail -5 "$d/restore.log" >&2
+		fi
 		mote_agent "$d/v$r" poweroff || :
-		wait $copy 2>/dev/null || :
+		# shellcheck disable=SC2086 # one PID a word
+		reap $launch_pids
 	done
-	figures "$d/restore.log" "restored VM running" | stats >"$d/restore"
+	figures "$d/restore.log" "restored VM running" | stats >"$d/restore-own"
+	grep -v 'not' "$d/running.ms" | stats >"$d/restore"
 	stats <"$d/e2e" >"$d/e2e.stats"
 
 	for n in $FORKS; do
-		local pids="" t0 i
-		t0=$(now_ns)
-		for i in $(seq 1 "$n"); do
-			rm -f "$d/f$i"
-			"$MOTE_BIN" restore --snapshot "$d/full.state" --mem "$d/full.mem" \
-				--vsock-uds "$d/f$i" --console none </dev/null >/dev/null 2>&1 &
-			pids="$pids $!"
-		done
-		local waits=""
+		progress "$size mote: fork $n"
+		local i
+		for i in $(seq 1 "$n"); do rm -f "$d/f$i" "$d/fa$i"; done
+		launch mote "$n" "$d/fa{i}" "$d/fork.log" "$MOTE_BIN" restore --snapshot "$d/full.state" \
+			--mem "$d/full.mem" --vsock-uds "$d/f{i}" --api-sock "$d/fa{i}" --console none
+		echo "$launch_ms" >"$d/fork-$n-ms"
+		local waits="" answered=0 w
 		for i in $(seq 1 "$n"); do
 			mote_agent "$d/f$i" true &
 			waits="$waits $!"
 		done
-		for w in $waits; do wait "$w" || :; done
-		fork_figures "$d" "$n" "$t0" $pids
+		for w in $waits; do wait "$w" && answered=$((answered + 1)); done
+		echo "$(ms_between "$launch_t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")" \
+			>"$d/fork-$n-answer"
+		# shellcheck disable=SC2086
+		fork_memory "$d" "$n" "$d/full.mem" $launch_pids
 		for i in $(seq 1 "$n"); do mote_agent "$d/f$i" poweroff & done
-		for p in $pids; do wait "$p" 2>/dev/null || :; done
+		# shellcheck disable=SC2086
+		reap $launch_pids
 		wait
 	done
 }
@@ -176,6 +240,7 @@ bench_qemu() { # SIZE FILL
 	$(qemu_cmd "$size" "$fill" "$d/qmp") -append "$append" </dev/null >"$d/console" 2>&1 &
 	local vm=$!
 	wait_for "$d/console" filled
+	progress "$size QEMU: stop and migrate"
 	: >"$d/stop"
 	: >"$d/migrate"
 	for _ in $(seq 1 "$RUNS"); do
@@ -192,40 +257,39 @@ bench_qemu() { # SIZE FILL
 	stats <"$d/migrate" >"$d/full"
 	echo "$(mib "$(du -k "$d/state" | cut -f1)") MiB" >"$d/full-size"
 
+	progress "$size QEMU: restores"
 	: >"$d/restore.ms"
 	for r in $(seq 1 "$RUNS"); do
-		local t0
 		rm -f "$d/qmp$r"
-		t0=$(now_ns)
-		# shellcheck disable=SC2046
-		$(qemu_cmd "$size" "$fill" "$d/qmp$r") -append "$append" \
-			-incoming "exec:cat $d/state" </dev/null >/dev/null 2>&1 &
-		local copy=$!
-		$QMP "$d/qmp$r" wait-running "$t0" >>"$d/restore.ms" || :
+		# shellcheck disable=SC2046 # one word per argument
+		launch qemu 1 "$d/qmp$r" "$d/restore.log" $(qemu_cmd "$size" "$fill" "$d/qmp$r") \
+			-append "$append" -incoming "exec:cat $d/state"
+		echo "$launch_ms" >>"$d/restore.ms"
 		$QMP "$d/qmp$r" quit >/dev/null 2>&1 || :
-		wait $copy 2>/dev/null || :
+		# shellcheck disable=SC2086
+		reap $launch_pids
 	done
-	stats <"$d/restore.ms" >"$d/restore"
+	grep -v 'not' "$d/restore.ms" | stats >"$d/restore"
 
 	[ "${size%M}" != "$size" ] && [ "${size%M}" -le "$QEMU_FORK_MAX" ] || return 0
 	for n in $FORKS; do
-		local pids="" t0 i
-		t0=$(now_ns)
-		for i in $(seq 1 "$n"); do
-			rm -f "$d/fq$i"
-			# shellcheck disable=SC2046
-			$(qemu_cmd "$size" "$fill" "$d/fq$i") -append "$append" \
-				-incoming "exec:cat $d/state" </dev/null >/dev/null 2>&1 &
-			pids="$pids $!"
-		done
-		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" wait-running "$t0" >/dev/null || :; done
-		fork_figures "$d" "$n" "$t0" $pids
+		progress "$size QEMU: fork $n"
+		local i
+		for i in $(seq 1 "$n"); do rm -f "$d/fq$i"; done
+		# shellcheck disable=SC2046
+		launch qemu "$n" "$d/fq{i}" "$d/fork.log" $(qemu_cmd "$size" "$fill" "$d/fq{i}") \
+			-append "$append" -incoming "exec:cat $d/state"
+		echo "$launch_ms" >"$d/fork-$n-ms"
+		# shellcheck disable=SC2086
+		fork_memory "$d" "$n" "" $launch_pids
 		for i in $(seq 1 "$n"); do $QMP "$d/fq$i" quit >/dev/null 2>&1 || :; done
-		for p in $pids; do wait "$p" 2>/dev/null || :; done
+		# shellcheck disable=SC2086
+		reap $launch_pids
 	done
 }
 
-cell() { cat "$1" 2>/dev/null || echo "-"; }
+# cell FILE: a table cell, the file's lines on one line.
+cell() { [ -s "$1" ] && tr '\n' ' ' <"$1" | sed 's/ *$//' || echo "-"; }
 
 for size in $SIZES; do
 	mib_size=$(echo "$size" | sed 's/G$/*1024/; s/M$//' | bc)
@@ -247,15 +311,16 @@ for size in $SIZES; do
 	echo "| $size | full snapshot file | $(cell "$m/full-size") | $(cell "$q/full-size") |"
 	echo "| $size | diff snapshot (1 MiB written) | $(cell "$m/diff") | - |"
 	echo "| $size | diff snapshot file | $(cell "$m/diff-size") | - |"
-	echo "| $size | restore, VMM side | $(cell "$m/restore") | $(cell "$q/restore") |"
+	echo "| $size | restore, process start to running | $(cell "$m/restore") | $(cell "$q/restore") |"
+	echo "| $size | restore, main() to vCPUs running (mote's figure) | $(cell "$m/restore-own") | - |"
 	echo "| $size | restore to agent answer | $(cell "$m/e2e.stats") | - |"
 done
 echo
-echo "| guest | copies | mote: all answering, ms | mote: total PSS | mote: one copy's private | QEMU: all running, ms | QEMU: total PSS | QEMU: one copy's private |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| guest | copies | mote: all running, ms | mote: all answering, ms | mote: total PSS | mote: one copy's private | QEMU: all running, ms | QEMU: total PSS | QEMU: one copy's private |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for size in $SIZES; do
 	m=$work/mote-$size q=$work/qemu-$size
 	for n in $FORKS; do
-		echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
+		echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-answer") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
 	done
 done
