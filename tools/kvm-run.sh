@@ -6,7 +6,7 @@
 #   - the host's / read-only (9p, plus a RAM overlay), chrooted into;
 #   - the work tree (git toplevel of $PWD, or $MOTE_SHARE_RW) read-write at the same path;
 #   - a fresh ext4 scratch disk at /scratch, exported as MOTE_SCRATCH;
-#   - the command's cwd, PATH, HOME and MOTE_* variables.
+#   - the command's cwd, PATH, HOME and MOTE_* variables, and MOTE_NESTED_TCG=1.
 # The command's output appears on stdout (the outer serial console, so stderr merges
 # into it and lines end in CR LF); its exit status is ours. Its stdin is the console
 # when ours is a terminal (no job control there: leave QEMU with Ctrl-A x), else
@@ -192,6 +192,9 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 		case "$var" in MOTE_KVM_RUN) ;; MOTE_*) echo "export $var=$(q "${!var}")" ;; esac
 	done
 	echo "export MOTE_SCRATCH=/scratch"
+	# Tells tests that KVM here is nested under TCG, whose emulated SVM has failures of
+	# its own (tests/integration/boot_tests.sh).
+	echo "export MOTE_NESTED_TCG=1"
 	echo "cd $(q "$PWD") || exit 125"
 	printf 'exec'
 	for arg in "$@"; do printf ' %s' "$(q "$arg")"; done

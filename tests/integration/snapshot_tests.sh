@@ -322,3 +322,51 @@ test_network_works_after_a_restore_onto_another_tap() {
 	[ "$before" -eq 0 ] || fail "the guest could not ping the host before the snapshot: $(cat "$WORK/s6-up.stdout" "$WORK/s6-up.stderr")"
 	[ "$after" -eq 0 ] || fail "the restored guest could not ping the host through the new TAP: $(cat "$WORK/s6-ping.stdout" "$WORK/s6-ping.stderr")"
 }
+
+# uptime_of FILE: the guest's uptime (seconds, /proc/uptime's first field) in FILE.
+uptime_of() { awk 'NR == 1 { print $1 }' "$1"; }
+
+# The host stopping a guest, for a long pause or for a snapshot kept on disk, is not a
+# lockup: after a 25 s pause, and after a restore 15 s after the snapshot, the guest's
+# soft-lockup watchdog (at 10 s here: watchdog_thresh=5) reports nothing, and its clock
+# never goes back. The guest's own checks wait 12 s after each, so its watchdog runs.
+# Both vCPUs spin in busy loops meanwhile: an idle CPU's watchdog is touched when it
+# wakes (tick_nohz_update_jiffies), and only a busy one would report the stop.
+test_a_long_pause_and_a_late_restore_bring_no_soft_lockup_and_no_clock_going_back() {
+	local api=$WORK/s7.api uds=$WORK/s7.sock
+	local guest_check='sleep 12; cat /proc/uptime; dmesg | grep -ci "soft lockup"'
+	MOTE_SNAP_CMDLINE_EXTRA="watchdog_thresh=5 " snap_vm_start s7 "$api" "$uds" "" \
+		--initrd "$MOTE_INITRD"
+	local original=$snap_vm
+	snap_exec "$uds" s7-before sh -c 'cat /proc/uptime; cat /proc/sys/kernel/watchdog_thresh
+		for cpu in 1 2; do (while :; do :; done) </dev/null >/dev/null 2>&1 & done'
+	[ "$(sed -n 2p "$WORK/s7-before.stdout")" = 5 ] ||
+		fail "the guest has no soft-lockup watchdog at 5 s: $(cat "$WORK/s7-before.stdout" "$WORK/s7-before.stderr")"
+	snap_ctl s7-p pause --api-sock "$api"
+	sleep 25
+	snap_ctl s7-r resume --api-sock "$api"
+	snap_exec "$uds" s7-paused sh -c "$guest_check"
+	snap_ctl s7-p2 pause --api-sock "$api"
+	snap_ctl s7-snap snapshot --api-sock "$api" --state "$WORK/s7.state" --mem "$WORK/s7.mem"
+	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s7-snap.ctl")"
+	kill -9 "$original"
+	wait "$original" 2>/dev/null
+	sleep 15
+	rm -f "$uds"
+	snap_restore s7r --snapshot "$WORK/s7.state" --mem "$WORK/s7.mem"
+	snap_exec "$uds" s7-restored sh -c "$guest_check"
+	snap_end "$uds" s7r
+	expect_status 0
+	local before paused restored
+	before=$(uptime_of "$WORK/s7-before.stdout")
+	paused=$(uptime_of "$WORK/s7-paused.stdout")
+	restored=$(uptime_of "$WORK/s7-restored.stdout")
+	[ "$(sed -n 2p "$WORK/s7-paused.stdout")" = 0 ] ||
+		fail "soft lockups reported after the pause: $(cat "$WORK/s7-paused.stdout")"
+	# The restored guest's log goes on from the snapshot's: no new report in it.
+	[ "$(sed -n 2p "$WORK/s7-restored.stdout")" = "$(sed -n 2p "$WORK/s7-paused.stdout")" ] ||
+		fail "soft lockups reported after the restore: $(cat "$WORK/s7-restored.stdout")"
+	awk -v a="${before:-x}" -v b="${paused:-x}" -v c="${restored:-x}" \
+		'BEGIN { exit !(a + 0 > 0 && b + 0 >= a + 12 && c + 0 >= b + 12) }' ||
+		fail "the guest's clock went back or stood still: uptime $before, then $paused after the pause, $restored after the restore"
+}
