@@ -291,36 +291,44 @@ bench_qemu() { # SIZE FILL
 # cell FILE: a table cell, the file's lines on one line.
 cell() { [ -s "$1" ] && tr '\n' ' ' <"$1" | sed 's/ *$//' || echo "-"; }
 
+# The tables of every figure measured so far.
+report() {
+	local size m q n
+	echo
+	echo "Snapshot and restore, ms: median (min–max) of $RUNS runs; nested KVM under TCG"
+	echo
+	echo "| guest | operation | mote | QEMU microvm |"
+	echo "|---|---|---|---|"
+	for size in $SIZES; do
+		m=$work/mote-$size q=$work/qemu-$size
+		echo "| $size | pause | $(cell "$m/pause") | $(cell "$q/pause") |"
+		echo "| $size | full snapshot | $(cell "$m/full") | $(cell "$q/full") |"
+		echo "| $size | full snapshot file | $(cell "$m/full-size") | $(cell "$q/full-size") |"
+		echo "| $size | diff snapshot (1 MiB written) | $(cell "$m/diff") | - |"
+		echo "| $size | diff snapshot file | $(cell "$m/diff-size") | - |"
+		echo "| $size | restore, process start to running | $(cell "$m/restore") | $(cell "$q/restore") |"
+		echo "| $size | restore, main() to vCPUs running (mote's figure) | $(cell "$m/restore-own") | - |"
+		echo "| $size | restore to agent answer | $(cell "$m/e2e.stats") | - |"
+	done
+	echo
+	echo "| guest | copies | mote: all running, ms | mote: all answering, ms | mote: total PSS | mote: one copy's private | QEMU: all running, ms | QEMU: total PSS | QEMU: one copy's private |"
+	echo "|---|---|---|---|---|---|---|---|---|"
+	for size in $SIZES; do
+		m=$work/mote-$size q=$work/qemu-$size
+		for n in $FORKS; do
+			echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-answer") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
+		done
+	done
+}
+
 for size in $SIZES; do
 	mib_size=$(echo "$size" | sed 's/G$/*1024/; s/M$//' | bc)
 	fill=$((mib_size / 4 * 1048576)) # a quarter of the guest's RAM holds data
 	echo "snapshot benchmark: $size guest, $((fill / 1048576)) MiB filled, $RUNS runs" >&2
 	bench_mote "$size" "$fill"
+	# The figures so far, in case the emulated host stalls before the end.
+	report >&2
 	bench_qemu "$size" "$fill"
 done
 
-echo
-echo "Snapshot and restore, ms: median (min–max) of $RUNS runs; nested KVM under TCG"
-echo
-echo "| guest | operation | mote | QEMU microvm |"
-echo "|---|---|---|---|"
-for size in $SIZES; do
-	m=$work/mote-$size q=$work/qemu-$size
-	echo "| $size | pause | $(cell "$m/pause") | $(cell "$q/pause") |"
-	echo "| $size | full snapshot | $(cell "$m/full") | $(cell "$q/full") |"
-	echo "| $size | full snapshot file | $(cell "$m/full-size") | $(cell "$q/full-size") |"
-	echo "| $size | diff snapshot (1 MiB written) | $(cell "$m/diff") | - |"
-	echo "| $size | diff snapshot file | $(cell "$m/diff-size") | - |"
-	echo "| $size | restore, process start to running | $(cell "$m/restore") | $(cell "$q/restore") |"
-	echo "| $size | restore, main() to vCPUs running (mote's figure) | $(cell "$m/restore-own") | - |"
-	echo "| $size | restore to agent answer | $(cell "$m/e2e.stats") | - |"
-done
-echo
-echo "| guest | copies | mote: all running, ms | mote: all answering, ms | mote: total PSS | mote: one copy's private | QEMU: all running, ms | QEMU: total PSS | QEMU: one copy's private |"
-echo "|---|---|---|---|---|---|---|---|---|"
-for size in $SIZES; do
-	m=$work/mote-$size q=$work/qemu-$size
-	for n in $FORKS; do
-		echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-answer") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
-	done
-done
+report
