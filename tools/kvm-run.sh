@@ -15,7 +15,7 @@
 #   usage: tools/kvm-run.sh [--] CMD ARGS...
 # Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
 # MOTE_OUTER_TIMEOUT (seconds, 3600, per boot of the outer guest), MOTE_OUTER_ATTEMPTS
-# (2: boots after an outer-guest stall), MOTE_OUTER_SILENCE (300: seconds without a
+# (3: boots, counting those after an outer-guest stall), MOTE_OUTER_SILENCE (300: seconds without a
 # heartbeat that count as a stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
 # MOTE_SCRATCH_SIZE (8G).
 # Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
@@ -221,8 +221,8 @@ exec 3<&0
 # lockup of the idle task (swapper) on every CPU, sometimes it prints nothing at all.
 # That is the emulator, not the command: when the console shows the lockup, or the
 # heartbeat outer-init writes to the run share every 15 s stops for
-# MOTE_OUTER_SILENCE seconds, the outer guest is stopped and booted again, once by
-# default (MOTE_OUTER_ATTEMPTS), with a message saying so.
+# MOTE_OUTER_SILENCE seconds, the outer guest is stopped and booted again, up to twice by
+# default (MOTE_OUTER_ATTEMPTS: 3 boots in all), with a message saying so.
 stall_pattern='soft lockup - CPU#*stuck for*swapper/'
 # Its kernel has also panicked under TCG ("corrupted stack end detected inside
 # scheduler" in a KVM thread after hundreds of nested boots). A run that ends with that
@@ -311,7 +311,7 @@ attempt=1
 while :; do
 	boot_outer
 	[ -e "$run/stalled" ] || break
-	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-2}" ]; then
+	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-3}" ]; then
 		echo "kvm-run: the outer guest stalled or crashed on every attempt" >&2
 		exit 124
 	fi
