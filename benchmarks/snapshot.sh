@@ -108,17 +108,15 @@ reap() {
 # launch KIND N SOCKET LOG ARGS...: launch.py's N copies of ARGS; sets launch_ms (start
 # to all running, "-" if some never ran), launch_t0 (ns) and launch_pids.
 launch() {
-	local kind=$1 n=$2 socket=$3 log=$4 out
+	local kind=$1 n=$2 socket=$3 log=$4 out not_all=""
 	shift 4
 	out=$($LAUNCH "$kind" "$n" "$socket" "$log" -- "$@") || {
 		progress "$kind: not every one of $n copies ran (log: $(tail -2 "$log" | tr '\n' '|'))"
-		launch_failed=1
+		not_all=" (not all ran)"
 	}
-	launch_ms=$(echo "$out" | awk 'NR == 1 { print $1 }')
+	launch_ms=$(echo "$out" | awk 'NR == 1 { print $1 }')$not_all
 	launch_t0=$(echo "$out" | awk 'NR == 1 { print $2 }')
 	launch_pids=$(echo "$out" | awk 'NR > 1' | tr '\n' ' ')
-	[ -z "${launch_failed:-}" ] || launch_ms="$launch_ms (not all ran)"
-	launch_failed=""
 }
 
 # fork_memory DIR N MEMFILE PID...: the copies' total PSS and the first copy's private
