@@ -168,6 +168,9 @@ int vcpu_create(struct vcpu *vcpu, struct mote_vm *vm, unsigned index,
 	return ret;
 }
 
+/* rip after INIT (SDM vol. 3, 10.1.1 "Processor State After Reset"). */
+#define RESET_VECTOR_RIP 0xfff0
+
 static uint64_t vcpu_rip(struct vcpu *vcpu)
 {
 	struct kvm_regs regs;
@@ -258,11 +261,21 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 		 * the vCPU halted for good, as a guest without a power-off method does. */
 		vm_end(vm, MOTE_EXIT_POWER_OFF, 0, "vCPU %u halted", vcpu->index);
 		return false;
-	case KVM_EXIT_SHUTDOWN:
-		/* A triple fault: Linux's `reboot=t`, or a guest that crashed hard. */
-		vm_end(vm, MOTE_EXIT_REBOOT, 0, "vCPU %u: triple fault (guest reset) at rip 0x%llx",
-		       vcpu->index, (unsigned long long)vcpu_rip(vcpu));
+	case KVM_EXIT_SHUTDOWN: {
+		/* A triple fault: Linux's `reboot=t`, or a guest that crashed hard. On AMD, KVM
+		 * INITs the vCPU before this exit (svm.c, shutdown_interception: the VMCB is
+		 * undefined after SHUTDOWN), so rip reads as the reset vector 0xfff0 and where
+		 * the guest faulted is lost. */
+		uint64_t rip = vcpu_rip(vcpu);
+		const char *note = rip == RESET_VECTOR_RIP
+				       ? " (the reset vector: KVM reset the vCPU, "
+					 "as on AMD; where it faulted is lost)"
+				       : "";
+		vm_end(vm, MOTE_EXIT_REBOOT, 0,
+		       "vCPU %u: triple fault (guest reset) at rip 0x%llx%s", vcpu->index,
+		       (unsigned long long)rip, note);
 		return false;
+	}
 	case KVM_EXIT_SYSTEM_EVENT:
 		vcpu_handle_system_event(vcpu);
 		return false;

@@ -130,16 +130,36 @@ for tests in "$here"/*_tests.sh; do
 	. "$tests"
 done
 
+# Under TCG-nested KVM (kvm-run.sh exports MOTE_NESTED_TCG=1) the emulated SVM now and
+# then triple-faults a guest CPU during SMP bring-up; QEMU microvm fails the same way
+# there (README, "How the tests get KVM"). A test that failed with a guest triple fault
+# the test did not ask for runs once more, saying so, up to three times a suite: more
+# than that is not the emulator. On real KVM a test runs once.
+nested_retries_left=3
+
+# triple_faulted_since MARK: some mote stderr written since MARK reports a triple fault.
+triple_faulted_since() {
+	find "$WORK" -maxdepth 1 -name '*.err' -newer "$1" -print0 |
+		xargs -0 -r grep -l "triple fault" >/dev/null 2>&1
+}
+
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	if [ -n "${MOTE_TEST_FILTER:-}" ] && ! [[ $t =~ $MOTE_TEST_FILTER ]]; then
 		continue
 	fi
-	test_failed=0
-	err=""
 	start=$(date +%s.%N)
 	echo "--- $t"
-	$t
-	[ -d "$WORK" ] || { echo "integration: $t removed the work directory $WORK" >&2; exit 1; }
+	while :; do
+		test_failed=0
+		err=""
+		: >"$WORK/.test-start"
+		$t
+		[ -d "$WORK" ] || { echo "integration: $t removed the work directory $WORK" >&2; exit 1; }
+		[ "$test_failed" -ne 0 ] && [ -n "${MOTE_NESTED_TCG:-}" ] &&
+			[ "$nested_retries_left" -gt 0 ] && triple_faulted_since "$WORK/.test-start" || break
+		nested_retries_left=$((nested_retries_left - 1))
+		echo "    a guest triple-faulted under nested emulation; running the test again"
+	done
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
 	if [ "$test_failed" -eq 0 ]; then
 		passed=$((passed + 1))
@@ -147,6 +167,9 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	else
 		failures=$((failures + 1))
 		printf '    failed after %.1f s\n' "$secs"
+		# A process the kernel killed for memory leaves no message of its own.
+		dmesg 2>/dev/null | grep -E 'Out of memory|oom-kill|Killed process' | tail -n 3 |
+			sed 's/^/    dmesg: /'
 	fi
 done
 echo "integration: $passed passed, $failures failed"

@@ -207,6 +207,7 @@ test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
 		[ "$(tr '\n' ' ' <"$WORK/s3-$i.stdout")" = "shared copy-$i " ] || {
 			bad=$((bad + 1))
 			echo "    copy $i said: $(tr '\n' '|' <"$WORK/s3-$i.stdout")"
+			tail -n 5 "$WORK/s3-$i.err" | sed "s/^/      copy $i stderr: /"
 		}
 	done
 	[ $bad -eq 0 ] || fail "$bad of 8 forked copies did not run their own command on the shared state"
