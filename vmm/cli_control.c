@@ -3,7 +3,6 @@
 #include "cli_control.h"
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -120,6 +119,10 @@ static int cli_call(const char *api_sock, const char *method, const char *path, 
 
 	*status = 0;
 	int ret = api_client_request(api_sock, method, path, body, &reply, error, sizeof(error));
+	if (ret == -ENOSYS) {
+		fprintf(stderr, "mote: error: %s\n", error);
+		return CLI_CONTROL_UNREACHABLE;
+	}
 	if (ret) {
 		fprintf(stderr, "mote: error: no mote answers on %s\n", error);
 		return CLI_CONTROL_UNREACHABLE;
@@ -222,7 +225,6 @@ int cli_control_main(int argc, char **argv)
 			   : "");
 		return 0;
 	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	switch (opts.command) {
 	case CLI_CONTROL_PAUSE:
 		code = cli_call(opts.api_sock, "PATCH", "/vm", "{\"state\":\"Paused\"}", &status);
@@ -234,7 +236,6 @@ int cli_control_main(int argc, char **argv)
 		code = cli_snapshot(&opts);
 		break;
 	}
-	curl_global_cleanup();
 	return code;
 }
 
@@ -327,9 +328,7 @@ int cli_restore_send(const struct cli_restore_options *opts)
 		fprintf(stderr, "mote: error: out of memory\n");
 		return CLI_CONTROL_REFUSED;
 	}
-	curl_global_init(CURL_GLOBAL_DEFAULT);
 	int code = cli_call(opts->api_sock, "PUT", "/snapshot/load", body, &status);
-	curl_global_cleanup();
 	free(body);
 	return code;
 }

@@ -9,7 +9,7 @@
  *
  * Exit codes: 0 done; 1 the mote refused or failed the request (its fault_message is
  * printed); 2 bad command line; 7 nothing answers on the API socket (no such socket,
- * nobody listening, not mote's API). */
+ * nobody listening, not mote's API), or libcurl cannot be loaded. */
 #ifndef MOTE_CLI_CONTROL_H
 #define MOTE_CLI_CONTROL_H
 
