@@ -1,5 +1,7 @@
 /* The control API's socket and HTTP (api_server.h): libmicrohttpd parses requests on its
- * own thread, one at a time, on a Unix socket bound here; api_handle() answers them. */
+ * own thread, one at a time, on a Unix socket bound here; api_handle() answers them.
+ * libmicrohttpd (and the TLS libraries it needs) is loaded when a server starts, not
+ * linked (shared_lib.h says why), so its calls go through the server's table. */
 #include "api_server.h"
 
 #include <errno.h>
@@ -13,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "shared_lib.h"
+
 /* Idle connections are closed after this long. */
 #define API_CONNECTION_TIMEOUT_S 60
 /* A body over API_BODY_MAX is read to its end and dropped before the 413 goes out: a
@@ -20,9 +24,23 @@
  * Only a body declared larger than this is refused before it is read. */
 #define API_DRAIN_MAX (16 * 1024 * 1024)
 
+/* The libmicrohttpd functions the server calls, typed by microhttpd.h's declarations. */
+struct mhd_functions {
+	__typeof__(MHD_start_daemon) *start_daemon;
+	__typeof__(MHD_stop_daemon) *stop_daemon;
+	__typeof__(MHD_lookup_connection_value) *lookup_connection_value;
+	__typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+	__typeof__(MHD_get_response_header) *get_response_header;
+	__typeof__(MHD_add_response_header) *add_response_header;
+	__typeof__(MHD_queue_response) *queue_response;
+	__typeof__(MHD_destroy_response) *destroy_response;
+};
+
 struct api_server {
 	struct vm_controller *controller;
 	struct mote_log log;
+	void *mhd_lib;
+	struct mhd_functions mhd;
 	struct MHD_Daemon *daemon;
 	char *socket_path;
 	dev_t socket_dev; /* the socket bound, so only it is removed */
@@ -36,36 +54,61 @@ struct api_request {
 	bool too_large;
 };
 
-static enum MHD_Result api_send(struct MHD_Connection *connection, struct api_reply *reply)
+static void *api_load_mhd(struct mhd_functions *f, const struct mote_log *log)
 {
+	const struct shared_lib_symbol symbols[] = {
+	    {"MHD_start_daemon", (void **)&f->start_daemon},
+	    {"MHD_stop_daemon", (void **)&f->stop_daemon},
+	    {"MHD_lookup_connection_value", (void **)&f->lookup_connection_value},
+	    {"MHD_create_response_from_buffer", (void **)&f->create_response_from_buffer},
+	    {"MHD_get_response_header", (void **)&f->get_response_header},
+	    {"MHD_add_response_header", (void **)&f->add_response_header},
+	    {"MHD_queue_response", (void **)&f->queue_response},
+	    {"MHD_destroy_response", (void **)&f->destroy_response},
+	};
+	char error[256];
+
+	void *lib = shared_lib_open(MOTE_MICROHTTPD_SONAME, symbols,
+				    sizeof(symbols) / sizeof(symbols[0]), error, sizeof(error));
+	if (!lib)
+		log_error(log, "api socket: %s", error);
+	return lib;
+}
+
+static enum MHD_Result api_send(const struct api_server *server, struct MHD_Connection *connection,
+				struct api_reply *reply)
+{
+	const struct mhd_functions *mhd = &server->mhd;
 	struct MHD_Response *response;
 
 	if (reply->body)
-		response = MHD_create_response_from_buffer(strlen(reply->body), reply->body,
-							   MHD_RESPMEM_MUST_FREE);
+		response = mhd->create_response_from_buffer(strlen(reply->body), reply->body,
+							    MHD_RESPMEM_MUST_FREE);
 	else
-		response = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+		response = mhd->create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	if (!response) {
 		free(reply->body);
 		return MHD_NO;
 	}
 	reply->body = NULL; /* the response's now */
-	if (MHD_get_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE) == NULL)
-		MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	if (mhd->get_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE) == NULL)
+		mhd->add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
+					 "application/json");
 	if (reply->allow)
-		MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, reply->allow);
-	enum MHD_Result ret = MHD_queue_response(connection, reply->status, response);
-	MHD_destroy_response(response);
+		mhd->add_response_header(response, MHD_HTTP_HEADER_ALLOW, reply->allow);
+	enum MHD_Result ret = mhd->queue_response(connection, reply->status, response);
+	mhd->destroy_response(response);
 	return ret;
 }
 
-static enum MHD_Result api_too_large(struct MHD_Connection *connection)
+static enum MHD_Result api_too_large(const struct api_server *server,
+				     struct MHD_Connection *connection)
 {
 	static const char body[] = "{\"fault_message\":\"request body larger than 65536 bytes\"}";
 	struct api_reply reply = {.status = MHD_HTTP_CONTENT_TOO_LARGE, .body = strdup(body)};
 
 	_Static_assert(API_BODY_MAX == 65536, "the message above names the limit");
-	return api_send(connection, &reply);
+	return api_send(server, connection, &reply);
 }
 
 /* libmicrohttpd calls this once with the headers, once per piece of body, and once more
@@ -83,11 +126,11 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *connection, 
 		if (!request)
 			return MHD_NO;
 		*con_cls = request;
-		const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
-								 MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *length = server->mhd.lookup_connection_value(
+		    connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (length && strtoull(length, NULL, 10) > API_DRAIN_MAX) {
 			request->too_large = true;
-			return api_too_large(connection);
+			return api_too_large(server, connection);
 		}
 		return MHD_YES;
 	}
@@ -107,11 +150,11 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *connection, 
 		return MHD_YES;
 	}
 	if (request->too_large)
-		return api_too_large(connection);
+		return api_too_large(server, connection);
 	struct api_reply reply;
 	api_handle(server->controller, method, url, request->body, request->len, &reply);
 	log_debug(&server->log, "api: %s %s: %u", method, url, reply.status);
-	return api_send(connection, &reply);
+	return api_send(server, connection, &reply);
 }
 
 static void api_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -200,6 +243,13 @@ static void api_socket_remove(struct api_server *server)
 		unlink(server->socket_path);
 }
 
+static void api_server_free(struct api_server *server)
+{
+	shared_lib_close(server->mhd_lib);
+	free(server->socket_path);
+	free(server);
+}
+
 int api_server_start(struct vm_controller *c, const char *socket_path, const struct mote_log *log,
 		     struct api_server **out)
 {
@@ -212,15 +262,19 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	}
 	server->controller = c;
 	server->log = *log;
+	server->mhd_lib = api_load_mhd(&server->mhd, log);
+	if (!server->mhd_lib) {
+		api_server_free(server);
+		return -ENOSYS;
+	}
 	int fd = api_socket_bind(server, socket_path);
 	if (fd < 0) {
-		free(server->socket_path);
-		free(server);
+		api_server_free(server);
 		return fd;
 	}
 	/* One internal thread answers every connection in turn, so commands never run
 	 * concurrently and a slow client cannot hold the others up. */
-	server->daemon = MHD_start_daemon(
+	server->daemon = server->mhd.start_daemon(
 	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, api_access, server,
 	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed,
 	    server, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
@@ -229,8 +283,7 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 		log_error(&server->log, "api socket %s: libmicrohttpd did not start", socket_path);
 		close(fd);
 		api_socket_remove(server);
-		free(server->socket_path);
-		free(server);
+		api_server_free(server);
 		return -EIO;
 	}
 	log_debug(&server->log, "api: serving on %s", socket_path);
@@ -242,8 +295,7 @@ void api_server_stop(struct api_server *server)
 {
 	if (!server)
 		return;
-	MHD_stop_daemon(server->daemon); /* closes the listening socket too */
+	server->mhd.stop_daemon(server->daemon); /* closes the listening socket too */
 	api_socket_remove(server);
-	free(server->socket_path);
-	free(server);
+	api_server_free(server);
 }

@@ -41,7 +41,8 @@ struct api_server;
 /* Binds socket_path (a stale socket there is replaced; a path that is not a socket, or a
  * socket some process serves, is refused) and answers requests on a thread of its own
  * until api_server_stop(). Errors: -EEXIST not a socket, -EADDRINUSE served by another
- * process, -ENAMETOOLONG, others from socket(), bind() or libmicrohttpd; each logged. */
+ * process, -ENAMETOOLONG, -ENOSYS libmicrohttpd cannot be loaded (it is loaded here, not
+ * at process start), others from socket(), bind() or libmicrohttpd; each logged. */
 int api_server_start(struct vm_controller *c, const char *socket_path, const struct mote_log *log,
 		     struct api_server **out);
 
