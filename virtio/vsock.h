@@ -38,7 +38,7 @@
 
 struct virtio_vsock_options {
 	uint64_t guest_cid;   /* in [VIRTIO_VSOCK_MIN_GUEST_CID, VIRTIO_VSOCK_MAX_GUEST_CID] */
-	const char *uds_path; /* the host socket to create; it must not exist */
+	const char *uds_path; /* the host socket to create (a stale one there is replaced) */
 	unsigned timeout_ms;  /* 0: VIRTIO_VSOCK_DEFAULT_TIMEOUT_MS */
 };
 
@@ -47,7 +47,8 @@ struct virtio_vsock;
 /* Creates the device, listens on uds_path and watches the device's epoll fd on loop.
  * Errors, each with a message on log: -EINVAL (bad options: a reserved CID, no path),
  * -ENAMETOOLONG (uds_path leaves no room for "_<port>" in a socket address),
- * -EADDRINUSE (uds_path exists), -ENOSPC (the loop is full), others from the host. */
+ * -EEXIST (uds_path is not a socket), -EADDRINUSE (a process serves the socket there; a
+ * stale one is replaced), -ENOSPC (the loop is full), others from the host. */
 int virtio_vsock_create(const struct virtio_vsock_options *options, struct guest_memory *mem,
 			struct event_loop *loop, const struct mote_log *log,
 			struct virtio_vsock **vsock_out);

@@ -595,11 +595,13 @@ int vsock_mux_init(struct vsock_mux *mux, uint64_t guest_cid, const char *uds_pa
 		log_error(log, "%s: timerfd: %s", name, strerror(-err));
 		return err;
 	}
-	mux->listen_fd = vsock_uds_listen(uds_path);
+	mux->listen_fd = vsock_uds_listen(uds_path, &mux->listen_id);
 	if (mux->listen_fd < 0) {
 		int err = mux->listen_fd;
-		log_error(log, "%s: cannot listen on %s: %s%s", name, uds_path, strerror(-err),
-			  err == -EADDRINUSE ? " (a stale socket? remove it first)" : "");
+		log_error(log, "%s: cannot listen on %s: %s", name, uds_path,
+			  err == -EADDRINUSE ? "another process serves it"
+			  : err == -EEXIST   ? "it exists and is not a socket"
+					     : strerror(-err));
 		mux->listen_fd = -1;
 		return err;
 	}
@@ -622,8 +624,8 @@ void vsock_mux_destroy(struct vsock_mux *mux)
 		conn_close(mux, mux->all);
 	reap(mux);
 	if (mux->listen_fd >= 0) {
+		unix_listener_remove(mux->uds_path, &mux->listen_id);
 		close(mux->listen_fd);
-		unlink(mux->uds_path);
 	}
 	if (mux->timer_fd >= 0)
 		close(mux->timer_fd);

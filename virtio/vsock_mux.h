@@ -55,6 +55,7 @@ struct vsock_mux {
 	bool complained; /* one warning per device for a misbehaving guest */
 
 	int listen_fd;
+	struct unix_listener_id listen_id; /* the socket at uds_path, removed at the end */
 	int epoll_fd;
 	int timer_fd;
 	bool listen_paused; /* out of fds: accept again once a connection closes */

@@ -34,23 +34,9 @@ int vsock_uds_path_check(const char *uds_path)
 	return strlen(uds_path) + PORT_SUFFIX_MAX >= sizeof(addr.sun_path) ? -ENAMETOOLONG : 0;
 }
 
-int vsock_uds_listen(const char *uds_path)
+int vsock_uds_listen(const char *uds_path, struct unix_listener_id *id)
 {
-	struct sockaddr_un addr;
-	int err = uds_address(uds_path, &addr);
-
-	if (err)
-		return err;
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    listen(fd, LISTEN_BACKLOG) < 0) {
-		err = -errno;
-		close(fd);
-		return err;
-	}
-	return fd;
+	return unix_listener_open(uds_path, SOCK_NONBLOCK, LISTEN_BACKLOG, id);
 }
 
 int vsock_uds_accept(int listen_fd)

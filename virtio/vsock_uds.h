@@ -10,15 +10,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../vmm/unix_listener.h"
+
 /* The longest CONNECT line taken, "\n" included; Firecracker reads at most 32 bytes. */
 #define VSOCK_UDS_LINE_MAX 32
 
 /* Whether "<uds_path>_<port>" fits a sockaddr_un for every 32-bit port. */
 int vsock_uds_path_check(const char *uds_path);
 
-/* Creates, binds and listens on uds_path: the listening fd, or a negative errno
- * (-EADDRINUSE when the path exists). */
-int vsock_uds_listen(const char *uds_path);
+/* Creates, binds and listens on uds_path, replacing a stale socket there
+ * (unix_listener.h): the listening fd and *id, or a negative errno (-EEXIST when the
+ * path is not a socket, -EADDRINUSE when a process serves it). */
+int vsock_uds_listen(const char *uds_path, struct unix_listener_id *id);
 
 /* Accepts one pending host client: its fd, -EAGAIN when there is none, or another
  * negative errno. */

@@ -10,13 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "shared_lib.h"
+#include "unix_listener.h"
 
+#define API_LISTEN_BACKLOG 16
 /* Idle connections are closed after this long. */
 #define API_CONNECTION_TIMEOUT_S 60
 /* A body over API_BODY_MAX is read to its end and dropped before the 413 goes out: a
@@ -43,8 +42,7 @@ struct api_server {
 	struct mhd_functions mhd;
 	struct MHD_Daemon *daemon;
 	char *socket_path;
-	dev_t socket_dev; /* the socket bound, so only it is removed */
-	ino_t socket_ino;
+	struct unix_listener_id socket_id; /* the socket bound, so only it is removed */
 };
 
 /* One request's body as it arrives. */
@@ -182,65 +180,19 @@ static void api_mhd_log(void *cls, const char *fmt, va_list args)
 	log_debug(&server->log, "api: %s", message);
 }
 
-/* Whether some process accepts connections on the socket at path. */
-static bool api_socket_is_served(const struct sockaddr_un *address)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return false;
-	bool served = connect(fd, (const struct sockaddr *)address, sizeof(*address)) == 0;
-	close(fd);
-	return served;
-}
-
 static int api_socket_bind(struct api_server *server, const char *path)
 {
-	struct sockaddr_un address = {.sun_family = AF_UNIX};
-	struct stat st;
+	int fd = unix_listener_open(path, 0, API_LISTEN_BACKLOG, &server->socket_id);
 
-	if (strlen(path) >= sizeof(address.sun_path)) {
+	if (fd == -ENAMETOOLONG)
 		log_error(&server->log, "api socket %s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	memcpy(address.sun_path, path, strlen(path));
-	if (lstat(path, &st) == 0) {
-		if (!S_ISSOCK(st.st_mode)) {
-			log_error(&server->log, "api socket %s: exists and is not a socket", path);
-			return -EEXIST;
-		}
-		if (api_socket_is_served(&address)) {
-			log_error(&server->log, "api socket %s: another process serves it", path);
-			return -EADDRINUSE;
-		}
-		unlink(path); /* a stale socket: its process is gone */
-	}
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		int err = -errno;
-		log_error(&server->log, "api socket: %s", strerror(errno));
-		return err;
-	}
-	if (bind(fd, (struct sockaddr *)&address, sizeof(address)) < 0 || listen(fd, 16) < 0 ||
-	    stat(path, &st) < 0) {
-		int err = -errno;
-		log_error(&server->log, "api socket %s: %s", path, strerror(errno));
-		close(fd);
-		return err;
-	}
-	server->socket_dev = st.st_dev;
-	server->socket_ino = st.st_ino;
+	else if (fd == -EEXIST)
+		log_error(&server->log, "api socket %s: exists and is not a socket", path);
+	else if (fd == -EADDRINUSE)
+		log_error(&server->log, "api socket %s: another process serves it", path);
+	else if (fd < 0)
+		log_error(&server->log, "api socket %s: %s", path, strerror(-fd));
 	return fd;
-}
-
-/* Removes the socket unless something else has taken its path meanwhile. */
-static void api_socket_remove(struct api_server *server)
-{
-	struct stat st;
-
-	if (lstat(server->socket_path, &st) == 0 && st.st_dev == server->socket_dev &&
-	    st.st_ino == server->socket_ino)
-		unlink(server->socket_path);
 }
 
 static void api_server_free(struct api_server *server)
@@ -281,8 +233,8 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	    MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, server, MHD_OPTION_END);
 	if (!server->daemon) {
 		log_error(&server->log, "api socket %s: libmicrohttpd did not start", socket_path);
+		unix_listener_remove(server->socket_path, &server->socket_id);
 		close(fd);
-		api_socket_remove(server);
 		api_server_free(server);
 		return -EIO;
 	}
@@ -295,7 +247,8 @@ void api_server_stop(struct api_server *server)
 {
 	if (!server)
 		return;
-	server->mhd.stop_daemon(server->daemon); /* closes the listening socket too */
-	api_socket_remove(server);
+	/* The path first: the daemon closes the listening socket (unix_listener.h). */
+	unix_listener_remove(server->socket_path, &server->socket_id);
+	server->mhd.stop_daemon(server->daemon);
 	api_server_free(server);
 }

@@ -149,6 +149,35 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	grep -q "/no/such/program" "$WORK/a1-missing.stderr" || fail "no message names the missing program"
 }
 
+# The vsock socket of a running VM is refused to a second one; a socket left behind by
+# a mote killed with SIGKILL is replaced by the next, without removing it by hand.
+test_a_vsock_socket_left_by_a_killed_mote_is_reused_and_a_served_one_refused() {
+	uds=$WORK/a6.sock
+	agent_vm_start a6 "$uds"
+	local first=$agent_vm
+	agent_exec a6-ready true
+	[ "$status" -eq 0 ] || fail "the first VM's agent did not answer: $(cat "$WORK/a6-ready.stderr")"
+	mote_run a6-second run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
+		--vsock "cid=$VSOCK_CID,uds=$uds" --cmdline "$BASE_CMDLINE"
+	expect_status 4
+	expect_in "$err" "another process serves it"
+	agent_exec a6-still true
+	[ "$status" -eq 0 ] || fail "the first VM stopped answering after the refused start"
+	kill -9 "$first"
+	wait "$first" 2>/dev/null
+	[ -S "$uds" ] || fail "the killed mote's socket is not there to be reused"
+	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" --mem 256M \
+		--vsock "cid=$VSOCK_CID,uds=$uds" --cmdline "$BASE_CMDLINE mote.agent" \
+		</dev/null >"$WORK/a6-third.out" 2>"$WORK/a6-third.err" 3>&- &
+	agent_vm=$!
+	agent_exec a6-third-exec echo reused
+	[ "$(cat "$WORK/a6-third-exec.stdout")" = reused ] ||
+		fail "the VM on the reused socket did not answer: $(cat "$WORK/a6-third-exec.stderr")"
+	agent_vm_stop a6-third
+	expect_status 0
+	[ ! -e "$uds" ] || fail "the socket was not removed at exit"
+}
+
 test_a_50_mib_file_round_trips_through_the_agent_unchanged() {
 	uds=$WORK/a2.sock
 	local size=52428800
