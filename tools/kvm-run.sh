@@ -219,23 +219,31 @@ exec 3<&0
 # The outer guest itself sometimes stalls under TCG: no task runs again for many
 # minutes, whatever the command was doing. Sometimes its kernel first reports a soft
 # lockup of the idle task (swapper) on every CPU, sometimes it prints nothing at all.
-# That is the emulator, not the command: when the console shows the lockup, or the
-# heartbeat outer-init writes to the run share every 15 s stops for
-# MOTE_OUTER_SILENCE seconds, the outer guest is stopped and booted again, up to twice by
-# default (MOTE_OUTER_ATTEMPTS: 3 boots in all), with a message saying so.
+# Sometimes a CPU never comes back out of a nested guest, and the kernel reports a soft
+# lockup of the monitor's process that only grows (seen at 480 s and more).
+# That is the emulator, not the command: when the console shows such a lockup (of the
+# idle task, or of anything for LOCKUP_STALL_S seconds), or the heartbeat outer-init
+# writes to the run share every 15 s stops for MOTE_OUTER_SILENCE seconds, the outer
+# guest is stopped and booted again, up to twice by default (MOTE_OUTER_ATTEMPTS: 3
+# boots in all), with a message saying so.
 stall_pattern='soft lockup - CPU#*stuck for*swapper/'
+lockup_report='soft lockup - CPU#[0-9]+ stuck for ([0-9]+)s'
+LOCKUP_STALL_S=120
 # Its kernel has also panicked under TCG ("corrupted stack end detected inside
 # scheduler" in a KVM thread after hundreds of nested boots). A run that ends with that
 # and without a status is booted again the same way.
 panic_pattern='Kernel panic - not syncing'
+# A kernel log line on the console: "[  123.456789] ...".
+kernel_message='^\[ *[0-9]+\.[0-9]+\] '
 silence_s=${MOTE_OUTER_SILENCE:-300}
 # Booting the outer guest up to its first heartbeat takes 10-130 s here.
 first_heartbeat_s=$((silence_s * 2))
 
 # Watches the heartbeat of the outer guest $1; marks the run stalled and stops QEMU
-# when it stops. A console line counts as a sign of life too (the reader below
-# records its time), so a guest that is visibly running tests is never taken for a
-# stalled one, whatever happened to its heartbeat writer.
+# when it stops. A console line from the command counts as a sign of life too (the
+# reader below records its time), so a guest that is visibly running tests is never
+# taken for a stalled one, whatever happened to its heartbeat writer. Kernel messages
+# do not count: a wedged guest goes on reporting its soft lockups for ever.
 watch_heartbeat() {
 	local qemu=$1 booted last now limit said
 	booted=$(date +%s)
@@ -286,15 +294,18 @@ boot_outer() {
 		# shellcheck disable=SC2254 # the pattern is a glob on purpose
 		while IFS= read -r line; do
 			printf '%s\n' "$line"
-			echo "$EPOCHSECONDS" >"$run/console-alive"
+			[[ $line =~ $kernel_message ]] || echo "$EPOCHSECONDS" >"$run/console-alive"
+			local stalled=0
 			case "$line" in
-			*$stall_pattern*)
-				if [ ! -e "$run/stalled" ]; then
-					: >"$run/stalled"
-					kill -TERM "$qemu_pid" 2>/dev/null
-				fi ;;
+			*$stall_pattern*) stalled=1 ;;
 			*"$panic_pattern"*) : >"$run/panicked" ;;
 			esac
+			[[ $line =~ $lockup_report ]] &&
+				[ "${BASH_REMATCH[1]}" -ge "$LOCKUP_STALL_S" ] && stalled=1
+			if [ $stalled -eq 1 ] && [ ! -e "$run/stalled" ]; then
+				: >"$run/stalled"
+				kill -TERM "$qemu_pid" 2>/dev/null
+			fi
 		done <"$run/console" &
 		reader=$!
 	fi
