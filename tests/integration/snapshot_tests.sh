@@ -87,6 +87,15 @@ snap_end() {
 	err="$WORK/$name.err"
 }
 
+# abandon PID REASON: fails the test and kills its VM, for a step the rest of the test
+# depends on; the caller then returns, so that a failure costs seconds rather than every
+# later step's timeout.
+abandon() {
+	fail "$2"
+	kill -9 "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
 # The counter: a line on the console and a line appended to a file, ten times a second.
 COUNTER="i=0; while :; do i=\$((i+1)); echo count=\$i; echo \$i >>/root/counter; sleep 0.1; done"
 
@@ -96,15 +105,16 @@ test_restored_guest_continues_its_counter_and_its_file_on_an_overlay_disk() {
 	snap_vm_start s1 "$api" "$uds" "$COUNTER" \
 		--disk "path=$ROOT_IMG,root,overlay=$WORK/s1.overlay"
 	local original=$snap_vm
-	wait_count "$WORK/s1.out" 20 || fail "the guest never counted to 20: $(tail -3 "$WORK/s1.err")"
+	wait_count "$WORK/s1.out" 20 ||
+		{ abandon "$original" "the guest never counted to 20: $(tail -3 "$WORK/s1.err")"; return; }
 	snap_ctl s1-pause pause --api-sock "$api"
-	[ $ctl_status -eq 0 ] || fail "mote pause: $(cat "$WORK/s1-pause.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "mote pause: $(cat "$WORK/s1-pause.ctl")"; return; }
 	local saved
 	saved=$(last_count "$WORK/s1.out")
 	sleep 1
 	[ "$(last_count "$WORK/s1.out")" -eq "$saved" ] || fail "the guest counted on while paused"
 	snap_ctl s1-snap snapshot --api-sock "$api" --state "$WORK/s1.state" --mem "$WORK/s1.mem"
-	[ $ctl_status -eq 0 ] || fail "mote snapshot: $(cat "$WORK/s1-snap.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "mote snapshot: $(cat "$WORK/s1-snap.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	rm -f "$uds" "$api"
@@ -138,17 +148,17 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	snap_vm_start s2 "$api" "$uds" "" --initrd "$MOTE_INITRD" --track-dirty-pages
 	local original=$snap_vm
 	snap_exec "$uds" s2-a sh -c 'dd if=/dev/urandom of=/tmp/a bs=1M count=8 2>/dev/null && md5sum /tmp/a'
-	[ "$status" -eq 0 ] || fail "writing /tmp/a: $(cat "$WORK/s2-a.stderr")"
+	[ "$status" -eq 0 ] || { abandon "$original" "writing /tmp/a: $(cat "$WORK/s2-a.stderr")"; return; }
 	snap_ctl s2-p1 pause --api-sock "$api"
 	snap_ctl s2-full1 snapshot --api-sock "$api" --state "$WORK/s2-1.state" --mem "$WORK/s2-1.mem" --resume
-	[ $ctl_status -eq 0 ] || fail "first snapshot: $(cat "$WORK/s2-full1.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "first snapshot: $(cat "$WORK/s2-full1.ctl")"; return; }
 	snap_exec "$uds" s2-b sh -c 'dd if=/dev/urandom of=/tmp/b bs=1M count=8 2>/dev/null && dd if=/dev/urandom of=/tmp/a bs=4k count=100 seek=300 conv=notrunc 2>/dev/null && md5sum /tmp/a /tmp/b'
-	[ "$status" -eq 0 ] || fail "writing /tmp/b: $(cat "$WORK/s2-b.stderr")"
+	[ "$status" -eq 0 ] || { abandon "$original" "writing /tmp/b: $(cat "$WORK/s2-b.stderr")"; return; }
 	snap_ctl s2-p2 pause --api-sock "$api"
 	snap_ctl s2-diff snapshot --api-sock "$api" --state "$WORK/s2-2.state" --mem "$WORK/s2-2.diff" --diff
-	[ $ctl_status -eq 0 ] || fail "diff snapshot: $(cat "$WORK/s2-diff.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "diff snapshot: $(cat "$WORK/s2-diff.ctl")"; return; }
 	snap_ctl s2-full2 snapshot --api-sock "$api" --state "$WORK/s2-3.state" --mem "$WORK/s2-3.mem"
-	[ $ctl_status -eq 0 ] || fail "second full snapshot: $(cat "$WORK/s2-full2.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "second full snapshot: $(cat "$WORK/s2-full2.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	local diff_size full_size
@@ -180,9 +190,10 @@ test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
 	snap_vm_start s3 "$api" "$uds" "" --initrd "$MOTE_INITRD"
 	local original=$snap_vm
 	snap_exec "$uds" s3-ready sh -c 'echo shared >/tmp/before'
+	[ "$status" -eq 0 ] || { abandon "$original" "the agent did not answer: $(cat "$WORK/s3-ready.stderr")"; return; }
 	snap_ctl s3-p pause --api-sock "$api"
 	snap_ctl s3-snap snapshot --api-sock "$api" --state "$WORK/s3.state" --mem "$WORK/s3.mem"
-	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s3-snap.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "snapshot: $(cat "$WORK/s3-snap.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	local i pids=""
@@ -228,9 +239,10 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	snap_vm_start s4 "$api" "$uds" "" --initrd "$MOTE_INITRD"
 	local original=$snap_vm
 	snap_exec "$uds" s4-ready true
+	[ "$status" -eq 0 ] || { abandon "$original" "the agent did not answer: $(cat "$WORK/s4-ready.stderr")"; return; }
 	snap_ctl s4-p pause --api-sock "$api"
 	snap_ctl s4-snap snapshot --api-sock "$api" --state "$WORK/s4.state" --mem "$WORK/s4.mem"
-	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s4-snap.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "snapshot: $(cat "$WORK/s4-snap.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	local size
@@ -303,7 +315,8 @@ test_network_works_after_a_restore_onto_another_tap() {
 	snap_exec "$uds" s6-up sh -c "$(guest_net_up eth0 "$GUEST_IP") && ping -c 1 -W 10 $HOST_IP"
 	local before=$status
 	snap_ctl s6-snap snapshot --api-sock "$api" --state "$WORK/s6.state" --mem "$WORK/s6.mem"
-	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s6-snap.ctl")"
+	[ $ctl_status -eq 0 ] ||
+		{ abandon "$original" "snapshot: $(cat "$WORK/s6-snap.ctl")"; tap_down mote-s6a; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	# The guest remembers the host side's MAC (its ARP cache is in the snapshot): the
@@ -349,7 +362,7 @@ test_a_long_pause_and_a_late_restore_bring_no_soft_lockup_and_no_clock_going_bac
 	snap_exec "$uds" s7-paused sh -c "$guest_check"
 	snap_ctl s7-p2 pause --api-sock "$api"
 	snap_ctl s7-snap snapshot --api-sock "$api" --state "$WORK/s7.state" --mem "$WORK/s7.mem"
-	[ $ctl_status -eq 0 ] || fail "snapshot: $(cat "$WORK/s7-snap.ctl")"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "snapshot: $(cat "$WORK/s7-snap.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	sleep 15
