@@ -25,7 +25,7 @@ snap_vm_start() {
 	local name=$1 api=$2 uds=$3 cmd=$4
 	shift 4
 	rm -f "$api" "$uds"
-	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 256M --cpus 2 --api-sock "$api" \
+	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 256M --cpus "${SNAP_CPUS:-2}" --api-sock "$api" \
 		--vsock "cid=$SNAP_CID,uds=$uds" \
 		--cmdline "$BASE_CMDLINE ${MOTE_SNAP_CMDLINE_EXTRA:-}mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@" \
 		</dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
@@ -185,9 +185,14 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 		fail "full restore sees other memory: $(cat "$WORK/s2-fsum.stdout" "$WORK/s2-fsum.stderr")"
 }
 
+# One vCPU a copy: eight 2-vCPU copies at once on the nested setup's 2 emulated CPUs
+# triple-faulted a copy in 3 of 4 runs on 2026-12-04, and once crashed the outer
+# guest's own kernel (its GS base corrupted in the monitor's KVM_RUN): the emulated
+# SVM's world switches under load, not the fork. Restoring several vCPUs is tested by
+# the other snapshot tests.
 test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
 	local api=$WORK/s3.api uds=$WORK/s3.sock
-	snap_vm_start s3 "$api" "$uds" "" --initrd "$MOTE_INITRD"
+	SNAP_CPUS=1 snap_vm_start s3 "$api" "$uds" "" --initrd "$MOTE_INITRD"
 	local original=$snap_vm
 	snap_exec "$uds" s3-ready sh -c 'echo shared >/tmp/before'
 	[ "$status" -eq 0 ] || { abandon "$original" "the agent did not answer: $(cat "$WORK/s3-ready.stderr")"; return; }
