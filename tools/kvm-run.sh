@@ -6,7 +6,8 @@
 #   - the host's / read-only (9p, plus a RAM overlay), chrooted into;
 #   - the work tree (git toplevel of $PWD, or $MOTE_SHARE_RW) read-write at the same path;
 #   - a fresh ext4 scratch disk at /scratch, exported as MOTE_SCRATCH;
-#   - the command's cwd, PATH, HOME and MOTE_* variables, and MOTE_NESTED_TCG=1.
+#   - the command's cwd, PATH, HOME and MOTE_* variables, MOTE_NESTED_TCG=1, and
+#     MOTE_RESUME_DIR, a directory kept across boots of the outer guest.
 # The command's output appears on stdout (the outer serial console, so stderr merges
 # into it and lines end in CR LF); its exit status is ours. Its stdin is the console
 # when ours is a terminal (no job control there: leave QEMU with Ctrl-A x), else
@@ -180,7 +181,11 @@ exec 9>&-
 # Per-run state: the command script, the status the outer guest writes back, and the
 # scratch disk (sparse; ext4 made here so the guest needs no mkfs).
 run=$(mktemp -d "${TMPDIR:-/var/tmp}/mote-kvm-run.XXXXXX")
-trap 'rm -rf "$run"' EXIT
+# A directory in the work tree (which the outer guest sees) that outlives one boot of the
+# outer guest: a command booted again can resume where the last boot stopped
+# (tests/integration/run.sh does), exported to it as MOTE_RESUME_DIR.
+resume=$(mktemp -d "$work/.mote-kvm-run.XXXXXX")
+trap 'rm -rf "$run" "$resume"' EXIT
 mkdir "$run/share"
 
 # Single quotes survive any content; the guest's /bin/sh (the host's) runs this.
@@ -195,6 +200,7 @@ q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 	# Tells tests that KVM here is nested under TCG, whose emulated SVM has failures of
 	# its own (tests/integration/boot_tests.sh).
 	echo "export MOTE_NESTED_TCG=1"
+	echo "export MOTE_RESUME_DIR=$(q "$resume")"
 	echo "cd $(q "$PWD") || exit 125"
 	printf 'exec'
 	for arg in "$@"; do printf ' %s' "$(q "$arg")"; done
@@ -309,7 +315,7 @@ boot_outer() {
 		done <"$run/console" &
 		reader=$!
 	fi
-	trap 'kill -TERM $qemu_pid $watcher 2>/dev/null; wait $qemu_pid; rm -rf "$run"; exit 143' TERM INT HUP
+	trap 'kill -TERM $qemu_pid $watcher 2>/dev/null; wait $qemu_pid; rm -rf "$run" "$resume"; exit 143' TERM INT HUP
 	qemu_status=0
 	wait $qemu_pid || qemu_status=$?
 	kill "$watcher" 2>/dev/null || :

@@ -54,5 +54,5 @@ MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
 	MOTE_INITRD=$root/build/test/initramfs.cpio.gz MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
 	MOTE_PATTERN=$root/build/test/mote-pattern \
 	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} MOTE_OUTER_TIMEOUT=${MOTE_OUTER_TIMEOUT:-2400} \
-	tools/kvm-run.sh tests/integration/run.sh
+	MOTE_OUTER_ATTEMPTS=${MOTE_OUTER_ATTEMPTS:-5} tools/kvm-run.sh tests/integration/run.sh
 echo "== all tests passed"
