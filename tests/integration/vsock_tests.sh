@@ -78,9 +78,12 @@ test_guest_connect_to_a_host_port_nobody_listens_on_is_refused() {
 test_twenty_concurrent_vsock_connections_each_echo_their_own_data() {
 	local uds=$WORK/v4.sock
 	rm -f "${uds}_6002"
-	# An echo server on the host: one cat per connection.
-	timeout 300 socat "UNIX-LISTEN:${uds}_6002,fork" SYSTEM:cat &
+	# An echo server on the host: one cat per connection, room for all 20 in its
+	# backlog, listening before the guest boots.
+	timeout 300 socat "UNIX-LISTEN:${uds}_6002,fork,backlog=32" SYSTEM:cat &
 	local server=$!
+	local i
+	for i in $(seq 1 100); do [ -S "${uds}_6002" ] && break; sleep 0.1; done
 	local cmd="for i in \$(seq 1 20); do (mote-pattern write - 0 1M \$i 2>/dev/null | \
 mote-vsock-pipe connect 2 6002 | mote-pattern verify - 0 1M \$i) & done; wait"
 	vsock_boot v4 "$uds" "$cmd"

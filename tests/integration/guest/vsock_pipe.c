@@ -17,12 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/vm_sockets.h>
 
 #define BUFFER_BYTES 65536
+#define CONNECT_TIMEOUT_S 60
 
 enum { EXIT_CONNECTION = 1, EXIT_USAGE = 2 };
 
@@ -139,6 +141,13 @@ int main(int argc, char **argv)
 		sock = conn;
 	} else {
 		addr.svm_cid = cid;
+		/* Linux gives a vsock connect 2 s by default. Under nested emulation a host
+		 * listener that accepts slowly (binaries read cold after the outer guest was
+		 * booted again) holds the device's connect longer than that. */
+		struct timeval patience = {.tv_sec = CONNECT_TIMEOUT_S};
+		if (setsockopt(sock, AF_VSOCK, SO_VM_SOCKETS_CONNECT_TIMEOUT, &patience,
+			       sizeof(patience)) < 0)
+			return failed("setsockopt(SO_VM_SOCKETS_CONNECT_TIMEOUT)");
 		if (connect(sock, (struct sockaddr *)&addr, sizeof(addr)) < 0)
 			return failed("connect");
 	}
