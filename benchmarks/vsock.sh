@@ -2,7 +2,7 @@
 # vsock: guest-to-host stream throughput under mote (its in-VMM device, to a host Unix
 # socket) and under QEMU's microvm machine (vhost-vsock-device, to a host AF_VSOCK
 # socket), interleaved; and the agent's exec round trip under mote (`mote exec -- true`,
-# process start included). In the guest, `dd if=/dev/zero` piped into mote-vsock-pipe,
+# process start included). In the guest, `dd if=/dev/zero` piped into mote-pipe,
 # timed there with `time -p` from the first byte written to the host's end of file; the
 # host counts what arrived. Zeros, not mote-pattern: under nested emulation the guest's
 # own CPU is emulated too, and computing a pattern would be the bottleneck, not vsock
@@ -24,7 +24,7 @@ EXECS=${MOTE_BENCH_EXECS:-100}
 RUN_TIMEOUT=${MOTE_BENCH_TIMEOUT:-150}
 KERNEL=$MOTE_KERNEL_DIR/vmlinux
 PORT=7000
-GUEST_COMMAND="time -p sh -c 'dd if=/dev/zero bs=1048576 count=$MIB 2>/dev/null | mote-vsock-pipe connect 2 $PORT'"
+GUEST_COMMAND="time -p sh -c 'dd if=/dev/zero bs=1048576 count=$MIB 2>/dev/null | mote-pipe vsock-connect 2 $PORT'"
 
 [ -c /dev/kvm ] || { echo "vsock benchmark: /dev/kvm missing; use benchmarks/run-vsock.sh" >&2; exit 1; }
 work=$(mktemp -d "${MOTE_SCRATCH:-/var/tmp}/mote-vsock.XXXXXX")

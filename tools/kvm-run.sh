@@ -15,7 +15,7 @@
 #
 #   usage: tools/kvm-run.sh [--] CMD ARGS...
 # Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
-# MOTE_OUTER_TIMEOUT (seconds, 3600, per boot of the outer guest), MOTE_OUTER_ATTEMPTS
+# MOTE_OUTER_TIMEOUT (seconds, 3600, for all boots of the outer guest together), MOTE_OUTER_ATTEMPTS
 # (3: boots, counting those after an outer-guest stall), MOTE_OUTER_SILENCE (300: seconds without a
 # heartbeat that count as a stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
 # MOTE_SCRATCH_SIZE (8G).
@@ -272,7 +272,8 @@ watch_heartbeat() {
 	done
 }
 
-# One boot of the outer guest with a fresh scratch disk; sets qemu_status.
+# boot_outer DEADLINE: one boot of the outer guest with a fresh scratch disk, stopped
+# at DEADLINE (seconds since the epoch); sets qemu_status.
 boot_outer() {
 	rm -f "$run/share/status" "$run/share/failure" "$run/share/heartbeat" "$run/stalled" \
 		"$run/panicked" "$run/scratch.img" "$run/console-alive"
@@ -283,7 +284,7 @@ boot_outer() {
 		rm -f "$run/console"
 		mkfifo "$run/console"
 	fi
-	timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
+	timeout --foreground -k 10 "$(($1 - $(date +%s)))" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu max -m "$mem" -smp 2 \
 		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
@@ -329,12 +330,21 @@ boot_outer() {
 	fi
 }
 
+# MOTE_OUTER_TIMEOUT bounds all boots together: a boot after a stall gets the time the
+# earlier ones left, so that a command that resumes (MOTE_RESUME_DIR) can finish in it
+# and a caller's own time limit (CI's) is kept whatever happens.
+deadline=$((start + timeout_s))
 attempt=1
 while :; do
-	boot_outer
+	boot_outer "$deadline"
 	[ -e "$run/stalled" ] || break
 	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-3}" ]; then
 		echo "kvm-run: the outer guest stalled or crashed on every attempt" >&2
+		exit 124
+	fi
+	if [ $((deadline - $(date +%s))) -lt 120 ]; then
+		echo "kvm-run: the outer guest stalled or crashed; no time left for another boot" \
+			"within MOTE_OUTER_TIMEOUT=${timeout_s}s" >&2
 		exit 124
 	fi
 	attempt=$((attempt + 1))
@@ -344,7 +354,7 @@ exec 3<&-
 
 # 137: QEMU ignored the TERM and timeout -k killed it.
 if [ $qemu_status -eq 124 ] || [ $qemu_status -eq 137 ]; then
-	echo "kvm-run: outer guest killed after MOTE_OUTER_TIMEOUT=${timeout_s}s" >&2
+	echo "kvm-run: outer guest killed: MOTE_OUTER_TIMEOUT=${timeout_s}s used up" >&2
 	exit 124
 fi
 if [ -f "$run/share/status" ]; then

@@ -1,7 +1,7 @@
 # virtio-net on TAP: the guest's MAC, ping, TCP both ways with the data checked end to
 # end, two NICs, a missing TAP. The TAPs get link-local addresses only (design.md:
 # test traffic never goes anywhere else) and are deleted afterwards.
-# Sourced by run.sh; boots from ROOT_IMG (with mote-pattern) and checks with
+# Sourced by run.sh; boots from ROOT_IMG (with mote-pattern and mote-pipe) and checks with
 # MOTE_PATTERN on the host.
 # shellcheck shell=bash
 
@@ -53,31 +53,33 @@ test_tcp_transfers_both_ways_over_tap_arrive_intact() {
 	tap_up mote-n2 "$HOST_IP" || return
 	# Guest to host: the host checks what arrives. Host to guest: the guest listens,
 	# the host connects once it does (retrying) and the guest checks.
-	timeout 300 socat -u "TCP-LISTEN:5001,bind=$HOST_IP,reuseaddr" - |
-		"$MOTE_PATTERN" verify - 0 $size 41 >"$WORK/n2.host-verify" 2>&1 &
+	(timeout 300 socat -u "TCP-LISTEN:5001,bind=$HOST_IP,reuseaddr" - |
+		"$MOTE_PATTERN" verify - 0 $size 41 >"$WORK/n2.host-verify" 2>&1) &
 	local host_rx=$!
 	(
 		for _ in $(seq 1 600); do
 			"$MOTE_PATTERN" write - 0 $size 43 2>/dev/null |
-				socat -u - "TCP:$GUEST_IP:5002,connect-timeout=1" 2>/dev/null && exit 0
+				socat -u - "TCP:$GUEST_IP:5002,connect-timeout=1" 2>"$WORK/n2.host-send" &&
+				exit 0
 			sleep 0.5
 		done
 		exit 1
 	) &
 	local host_tx=$!
 	net_boot n2 "$(guest_net_up eth0 $GUEST_IP) && mote-pattern write - 0 $size 41 | \
-nc $HOST_IP 5001 && nc -l -p 5002 | mote-pattern verify - 0 $size 43" \
+mote-pipe tcp-connect $HOST_IP 5001 && mote-pipe tcp-listen 5002 </dev/null | \
+mote-pattern verify - 0 $size 43" \
 		--net "tap=mote-n2,mac=$GUEST_MAC"
-	wait $host_rx
+	settle $host_rx
 	local rx_status=$?
-	wait $host_tx
+	settle $host_tx
 	local tx_status=$?
 	tap_down mote-n2
 	expect_status 0
 	expect_in "$out" "pattern: verified $size bytes"
 	expect_guest_status 0
 	[ $rx_status -eq 0 ] || fail "guest to host: $(cat "$WORK/n2.host-verify")"
-	[ $tx_status -eq 0 ] || fail "host to guest: the host could not send"
+	[ $tx_status -eq 0 ] || fail "host to guest: the host could not send: $(tail -n 2 "$WORK/n2.host-send" | tr '\n' '|')"
 	expect_in "$WORK/n2.host-verify" "pattern: verified $size bytes"
 }
 

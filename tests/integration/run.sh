@@ -5,7 +5,7 @@
 #
 # Needs: MOTE_BIN (the mote binary), MOTE_KERNEL_DIR (vmlinux + bzImage),
 # MOTE_INITRD (initramfs with guest-init), MOTE_ROOTFS (ext4 root image from
-# tools/build-rootfs.sh, with mote-pattern and mote-vsock-pipe), MOTE_PATTERN
+# tools/build-rootfs.sh, with mote-pattern and mote-pipe), MOTE_PATTERN
 # (mote-pattern for the host).
 # Optional: MOTE_TEST_FILTER (regex on names).
 set -u
@@ -80,6 +80,30 @@ finish() {
 	return $rc
 }
 
+# end_tree PID: ends PID and every process below it, children first.
+end_tree() {
+	local child
+	for child in $(pgrep -P "$1"); do
+		end_tree "$child"
+	done
+	kill -TERM "$1" 2>/dev/null
+}
+
+# settle PID: for a host-side helper (a sender, a receiver, a server) once the VM it
+# talks to has ended. The helper has 10 s to finish what it has; then it and its
+# children are ended, since nothing is left to wait for: a sender that retries its
+# connect until the guest listens would otherwise go on retrying for many minutes after
+# a guest that died. Returns the helper's exit status (143 when it had to be ended).
+settle() {
+	local pid=$1 i
+	for i in $(seq 1 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	end_tree "$pid"
+	wait "$pid"
+}
+
 # mote_run NAME ARGS...: runs mote under finish; output in $WORK/NAME.out/.err, exit
 # code in $status.
 mote_run() {
@@ -116,7 +140,7 @@ expect_guest_status() {
 	expect_in "$out" "mote-init: command exited with status $1"
 }
 
-# The guest root image (tools/build-rootfs.sh, with mote-pattern and mote-vsock-pipe),
+# The guest root image (tools/build-rootfs.sh, with mote-pattern and mote-pipe),
 # copied to the scratch disk: images are read there, not through the outer guest's 9p.
 # MOTE_PATTERN is the same pattern tool built for the host.
 : "${MOTE_ROOTFS:?}" "${MOTE_PATTERN:?}"
@@ -163,6 +187,20 @@ triple_faulted_since() {
 		xargs -0 -r grep -l "triple fault" >/dev/null 2>&1
 }
 
+# guest_traces_since MARK: the kernel traces (oops, BUG, panic) on the guest consoles
+# written since MARK, from the first one on, so that a failure a guest kernel caused
+# shows where it happened.
+guest_traces_since() {
+	local trace='Oops|BUG:|general protection|Kernel panic' out
+	find "$WORK" -maxdepth 1 -name '*.out' -newer "$1" -print0 |
+		while IFS= read -r -d '' out; do
+			grep -qE "$trace" "$out" || continue
+			echo "    guest console $(basename "$out"), from its first kernel trace:"
+			tr -d '\r' <"$out" | awk -v re="$trace" '$0 ~ re { on = 1 } on' | head -n 60 |
+				sed 's/^/      /'
+		done
+}
+
 for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	if [ -n "${MOTE_TEST_FILTER:-}" ] && ! [[ $t =~ $MOTE_TEST_FILTER ]]; then
 		continue
@@ -199,6 +237,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		record "$t failed"
 		failures=$((failures + 1))
 		printf '    failed after %.1f s\n' "$secs"
+		guest_traces_since "$WORK/.test-start"
 		# A process the kernel killed for memory leaves no message of its own.
 		dmesg 2>/dev/null | grep -E 'Out of memory|oom-kill|Killed process' | tail -n 3 |
 			sed 's/^/    dmesg: /'

@@ -1,7 +1,7 @@
 # virtio-vsock bridged to host Unix sockets (Firecracker's protocol): host to guest,
 # guest to host, many connections at once, a port nobody listens on, a socket path
 # already taken. Data is checked end to end with mote-pattern on both sides.
-# Sourced by run.sh; boots from ROOT_IMG (mote-pattern, mote-vsock-pipe).
+# Sourced by run.sh; boots from ROOT_IMG (mote-pattern, mote-pipe).
 # shellcheck shell=bash
 
 VSOCK_CID=3
@@ -43,8 +43,8 @@ test_host_to_guest_stream_over_vsock_arrives_intact() {
 	local uds=$WORK/v1.sock size=16777216
 	host_send_to_guest "$uds" 5000 $size 51 &
 	local sender=$!
-	vsock_boot v1 "$uds" "mote-vsock-pipe listen 5000 </dev/null | mote-pattern verify - 0 $size 51"
-	wait $sender
+	vsock_boot v1 "$uds" "mote-pipe vsock-listen 5000 </dev/null | mote-pattern verify - 0 $size 51"
+	settle $sender
 	local sent=$?
 	expect_status 0
 	[ $sent -eq 0 ] || fail "the host could not connect through $uds"
@@ -56,11 +56,11 @@ test_host_to_guest_stream_over_vsock_arrives_intact() {
 test_guest_to_host_stream_over_vsock_arrives_intact() {
 	local uds=$WORK/v2.sock size=16777216
 	rm -f "${uds}_6000"
-	timeout 300 socat -u "UNIX-LISTEN:${uds}_6000" - |
-		"$MOTE_PATTERN" verify - 0 $size 53 >"$WORK/v2.host-verify" 2>&1 &
+	(timeout 300 socat -u "UNIX-LISTEN:${uds}_6000" - |
+		"$MOTE_PATTERN" verify - 0 $size 53 >"$WORK/v2.host-verify" 2>&1) &
 	local receiver=$!
-	vsock_boot v2 "$uds" "mote-pattern write - 0 $size 53 | mote-vsock-pipe connect 2 6000"
-	wait $receiver
+	vsock_boot v2 "$uds" "mote-pattern write - 0 $size 53 | mote-pipe vsock-connect 2 6000"
+	settle $receiver
 	expect_status 0
 	expect_guest_status 0
 	expect_in "$WORK/v2.host-verify" "pattern: verified $size bytes"
@@ -69,10 +69,10 @@ test_guest_to_host_stream_over_vsock_arrives_intact() {
 test_guest_connect_to_a_host_port_nobody_listens_on_is_refused() {
 	local uds=$WORK/v3.sock
 	rm -f "${uds}_6001"
-	vsock_boot v3 "$uds" "mote-vsock-pipe connect 2 6001 </dev/null; echo connect-status=\$?"
+	vsock_boot v3 "$uds" "mote-pipe vsock-connect 2 6001 </dev/null; echo connect-status=\$?"
 	expect_status 0
 	expect_in "$out" "connect-status=1"
-	expect_in "$out" "vsock-pipe: connect"
+	expect_in "$out" "pipe: connect"
 }
 
 test_twenty_concurrent_vsock_connections_each_echo_their_own_data() {
@@ -85,16 +85,16 @@ test_twenty_concurrent_vsock_connections_each_echo_their_own_data() {
 	local i
 	for i in $(seq 1 100); do [ -S "${uds}_6002" ] && break; sleep 0.1; done
 	local cmd="for i in \$(seq 1 20); do (mote-pattern write - 0 1M \$i 2>/dev/null | \
-mote-vsock-pipe connect 2 6002 | mote-pattern verify - 0 1M \$i) & done; wait"
+mote-pipe vsock-connect 2 6002 | mote-pattern verify - 0 1M \$i) & done; wait"
 	vsock_boot v4 "$uds" "$cmd"
-	kill $server 2>/dev/null
+	end_tree $server
 	wait $server 2>/dev/null
 	expect_status 0
 	local verified
 	verified=$(grep -c "pattern: verified 1048576 bytes" "$out")
 	if [ "$verified" -ne 20 ]; then
 		fail "$verified of 20 connections echoed their data intact"
-		grep -E "pattern:|vsock-pipe:" "$out" | grep -v "verified 1048576" | head -n 20 |
+		grep -E "pattern:|pipe:" "$out" | grep -v "verified 1048576" | head -n 20 |
 			sed 's/^/      guest: /'
 	fi
 }
