@@ -15,10 +15,10 @@
 #
 #   usage: tools/kvm-run.sh [--] CMD ARGS...
 # Environment: MOTE_KVM_RUN=direct|outer forces a mode; MOTE_OUTER_MEM (MiB, 4096),
-# MOTE_OUTER_TIMEOUT (seconds, 3600, for all boots of the outer guest together), MOTE_OUTER_ATTEMPTS
-# (3: boots, counting those after an outer-guest stall), MOTE_OUTER_SILENCE (300: seconds without a
-# heartbeat that count as a stall), MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW,
-# MOTE_SCRATCH_SIZE (8G).
+# MOTE_OUTER_TIMEOUT (seconds, 3600, for all boots of the outer guest together),
+# MOTE_OUTER_ATTEMPTS (3: boots, counting those after an outer-guest stall),
+# MOTE_OUTER_SILENCE (300: seconds without a heartbeat that count as a stall),
+# MOTE_CACHE (/var/cache/mote), MOTE_SHARE_RW, MOTE_SCRATCH_SIZE (8G).
 # Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
 # guest failed before reporting a status.
 set -eu
@@ -275,6 +275,11 @@ watch_heartbeat() {
 # boot_outer DEADLINE: one boot of the outer guest with a fresh scratch disk, stopped
 # at DEADLINE (seconds since the epoch); sets qemu_status.
 boot_outer() {
+	# timeout(1) takes 0 as no limit at all, and refuses a negative one.
+	if [ $(($1 - $(date +%s))) -le 0 ]; then
+		echo "kvm-run: MOTE_OUTER_TIMEOUT=${timeout_s}s used up before the outer guest booted" >&2
+		exit 124
+	fi
 	rm -f "$run/share/status" "$run/share/failure" "$run/share/heartbeat" "$run/stalled" \
 		"$run/panicked" "$run/scratch.img" "$run/console-alive"
 	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
