@@ -16,6 +16,7 @@ void cli_restore_options_init(struct cli_restore_options *opts)
 	memset(opts, 0, sizeof(*opts));
 	mote_restore_config_init(&opts->restore);
 	opts->console = MOTE_CONSOLE_FDS;
+	opts->copies = 1;
 }
 
 /* The restore configuration's strings are const for the library; here they are ours. */
@@ -126,6 +127,7 @@ enum {
 	OPT_API_SOCK,
 	OPT_CONSOLE,
 	OPT_QUIET,
+	OPT_COPIES,
 	OPT_HELP,
 };
 
@@ -141,6 +143,7 @@ static const struct option restore_options[] = {
     {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"copies", required_argument, NULL, OPT_COPIES},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -192,9 +195,130 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;
+	case OPT_COPIES: {
+		char *end;
+		errno = 0;
+		unsigned long n = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || n < 1 ||
+		    n > CLI_RESTORE_MAX_COPIES)
+			return cli_error(error, error_len, "--copies %s: expected 1 to %d", arg,
+					 CLI_RESTORE_MAX_COPIES);
+		opts->copies = (unsigned)n;
+		return 0;
+	}
 	case OPT_HELP:
 		opts->help = true;
 		return 0;
+	}
+	return 0;
+}
+
+static bool cli_has_copy_mark(const char *s)
+{
+	return s && strstr(s, CLI_COPY_MARK);
+}
+
+/* Copies cannot share a socket, a console file, an overlay or a TAP: each one given
+ * must name the copy. The snapshot's own resources (no override) are its business: a
+ * second copy on them fails at restore with the resource named. */
+static int cli_restore_check_copies(const struct cli_restore_options *opts, char *error,
+				    size_t error_len)
+{
+	const struct mote_restore_config *r = &opts->restore;
+	const char *shared = NULL;
+
+	if (opts->console == MOTE_CONSOLE_FDS)
+		return cli_error(error, error_len,
+				 "restore: --copies: the copies cannot share stdio; use --console "
+				 "none or file:PATH with " CLI_COPY_MARK " in PATH");
+	if (opts->api_sock && !cli_has_copy_mark(opts->api_sock))
+		shared = "--api-sock";
+	else if (r->vsock_uds_path && !cli_has_copy_mark(r->vsock_uds_path))
+		shared = "--vsock-uds";
+	else if (opts->console == MOTE_CONSOLE_FILE && !cli_has_copy_mark(opts->console_path))
+		shared = "--console file:";
+	for (unsigned i = 0; i < r->disk_override_count && !shared; i++)
+		if (r->disk_overrides[i].overlay &&
+		    !cli_has_copy_mark(r->disk_overrides[i].overlay))
+			shared = "--disk ...overlay=";
+	for (unsigned i = 0; i < r->net_override_count && !shared; i++)
+		if (!cli_has_copy_mark(r->net_overrides[i].tap))
+			shared = "--net NAME=TAP";
+	if (shared)
+		return cli_error(error, error_len,
+				 "restore: --copies: %s must contain " CLI_COPY_MARK
+				 " (each copy's number), or the copies would share it",
+				 shared);
+	return 0;
+}
+
+/* text with every "{i}" replaced by copy's number; NULL stays NULL. -ENOMEM. */
+static int cli_copy_string(const char **field, const char *text, unsigned copy)
+{
+	char number[16];
+	size_t marks = 0, mark_len = strlen(CLI_COPY_MARK);
+
+	*field = NULL;
+	if (!text)
+		return 0;
+	for (const char *p = text; (p = strstr(p, CLI_COPY_MARK)); p += mark_len)
+		marks++;
+	int number_len = snprintf(number, sizeof(number), "%u", copy);
+	char *out = malloc(strlen(text) + marks * (size_t)number_len + 1);
+	if (!out)
+		return -ENOMEM;
+	char *o = out;
+	for (const char *p = text; *p;) {
+		if (strncmp(p, CLI_COPY_MARK, mark_len) == 0) {
+			memcpy(o, number, (size_t)number_len);
+			o += number_len;
+			p += mark_len;
+		} else {
+			*o++ = *p++;
+		}
+	}
+	*o = '\0';
+	*field = out;
+	return 0;
+}
+
+int cli_restore_options_for_copy(const struct cli_restore_options *opts, unsigned copy,
+				 struct cli_restore_options *out)
+{
+	const struct mote_restore_config *r = &opts->restore;
+	struct mote_restore_config *c = &out->restore;
+	int ret = 0;
+
+	cli_restore_options_init(out);
+	c->paused = r->paused;
+	c->track_dirty_pages = r->track_dirty_pages;
+	out->console = opts->console;
+	out->console_given = opts->console_given;
+	out->quiet = opts->quiet;
+	ret |= cli_copy_string(&c->state_path, r->state_path, copy);
+	ret |= cli_copy_string(&c->mem_path, r->mem_path, copy);
+	for (; c->mem_diff_count < r->mem_diff_count; c->mem_diff_count++)
+		ret |= cli_copy_string(&c->mem_diff_paths[c->mem_diff_count],
+				       r->mem_diff_paths[c->mem_diff_count], copy);
+	for (; c->disk_override_count < r->disk_override_count; c->disk_override_count++) {
+		const struct mote_disk_override *from = &r->disk_overrides[c->disk_override_count];
+		struct mote_disk_override *to = &c->disk_overrides[c->disk_override_count];
+		ret |= cli_copy_string(&to->disk, from->disk, copy);
+		ret |= cli_copy_string(&to->path, from->path, copy);
+		ret |= cli_copy_string(&to->overlay, from->overlay, copy);
+	}
+	for (; c->net_override_count < r->net_override_count; c->net_override_count++) {
+		const struct mote_net_override *from = &r->net_overrides[c->net_override_count];
+		struct mote_net_override *to = &c->net_overrides[c->net_override_count];
+		ret |= cli_copy_string(&to->nic, from->nic, copy);
+		ret |= cli_copy_string(&to->tap, from->tap, copy);
+	}
+	ret |= cli_copy_string(&c->vsock_uds_path, r->vsock_uds_path, copy);
+	ret |= cli_copy_string((const char **)&out->api_sock, opts->api_sock, copy);
+	ret |= cli_copy_string((const char **)&out->console_path, opts->console_path, copy);
+	if (ret) {
+		cli_restore_options_free(out);
+		return -ENOMEM;
 	}
 	return 0;
 }
@@ -230,7 +354,12 @@ int cli_restore_parse(struct cli_restore_options *opts, int argc, char **argv, c
 		return cli_error(
 		    error, error_len,
 		    "restore: --paused needs --api-sock PATH (nothing could resume it)");
-	return 0;
+	if (opts->copies == 1)
+		return 0;
+	/* Copies print no console unless asked to, each to its own file. */
+	if (!opts->console_given)
+		opts->console = MOTE_CONSOLE_NONE;
+	return cli_restore_check_copies(opts, error, error_len);
 }
 
 int cli_restore_main(int argc, char **argv, int64_t start_ns)
@@ -249,6 +378,8 @@ int cli_restore_main(int argc, char **argv, int64_t start_ns)
 		code = 0;
 		printf(
 		    "usage: mote restore --snapshot STATE --mem MEMFILE [options] (mote --help)\n");
+	} else if (opts.copies > 1) {
+		code = cli_restore_copies(&opts, start_ns);
 	} else if (opts.api_sock && cli_api_socket_is_served(opts.api_sock)) {
 		/* A mote waits there (`mote run --api-sock` without a kernel): load into it. */
 		if (opts.console_given) {

@@ -19,7 +19,17 @@ struct cli_context {
 	bool quiet;
 	bool tty_raw;
 	struct termios saved_tty;
+	unsigned copy; /* with --copies, this VM's number (1 to N), else 0 */
 };
+
+/* "mote: ", or "mote: copy N: " when several VMs share stderr. */
+static void cli_print(const struct cli_context *ctx, const char *kind, const char *message)
+{
+	if (ctx->copy)
+		fprintf(stderr, "mote: copy %u: %s%s\n", ctx->copy, kind, message);
+	else
+		fprintf(stderr, "mote: %s%s\n", kind, message);
+}
 
 static void cli_log(void *opaque, enum mote_log_level level, const char *message)
 {
@@ -29,7 +39,7 @@ static void cli_log(void *opaque, enum mote_log_level level, const char *message
 		return;
 	if (level == MOTE_LOG_DEBUG)
 		return;
-	fprintf(stderr, "mote: %s%s\n", level == MOTE_LOG_ERROR ? "error: " : "", message);
+	cli_print(ctx, level == MOTE_LOG_ERROR ? "error: " : "", message);
 }
 
 /* Raw input, so that keys reach the guest one by one and Ctrl-C goes to the guest's
@@ -60,7 +70,9 @@ static void tty_restore(struct cli_context *ctx)
 
 struct signal_thread_args {
 	sigset_t set;
-	struct vm_controller *controller;
+	struct vm_controller **controllers; /* every VM of this process */
+	unsigned count;
+	pthread_t thread;
 };
 
 /* SIGINT/SIGTERM/SIGHUP are blocked in every thread and taken here, where calling
@@ -72,11 +84,43 @@ static void *signal_thread(void *arg)
 
 	while (sigwait(&args->set, &sig) == 0) {
 		if (sig == SIGUSR2)
-			break; /* our own "VM is over" wake-up */
-		fprintf(stderr, "\nmote: %s received, stopping the VM\n", strsignal(sig));
-		vm_controller_stop(args->controller);
+			break; /* our own "VMs are over" wake-up */
+		fprintf(stderr, "\nmote: %s received, stopping the VM%s\n", strsignal(sig),
+			args->count > 1 ? "s" : "");
+		for (unsigned i = 0; i < args->count; i++)
+			vm_controller_stop(args->controllers[i]);
 	}
 	return NULL;
+}
+
+/* Block before any other thread exists, so every thread inherits the mask. */
+static void signals_block(struct signal_thread_args *args)
+{
+	sigemptyset(&args->set);
+	sigaddset(&args->set, SIGINT);
+	sigaddset(&args->set, SIGTERM);
+	sigaddset(&args->set, SIGHUP);
+	sigaddset(&args->set, SIGUSR2);
+	pthread_sigmask(SIG_BLOCK, &args->set, NULL);
+}
+
+static int signal_thread_start(struct signal_thread_args *args)
+{
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	/* Small stack: see vm_thread_start() in the library for why. */
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	int err = pthread_create(&args->thread, &attr, signal_thread, args);
+	pthread_attr_destroy(&attr);
+	if (err)
+		fprintf(stderr, "mote: error: cannot start the signal thread\n");
+	return err;
+}
+
+static void signal_thread_stop(struct signal_thread_args *args)
+{
+	pthread_kill(args->thread, SIGUSR2);
+	pthread_join(args->thread, NULL);
 }
 
 int cli_exit_code_for_create_error(int err)
@@ -121,35 +165,25 @@ static int cli_exit_code_for_end(const struct mote_exit *exit_info, struct cli_c
 		cli_log(ctx, MOTE_LOG_INFO, exit_info->message);
 		return CLI_EXIT_GUEST_ENDED;
 	case MOTE_EXIT_PANIC:
-		fprintf(stderr, "mote: error: %s\n", exit_info->message);
+		cli_print(ctx, "error: ", exit_info->message);
 		return CLI_EXIT_GUEST_PANIC;
 	default:
-		fprintf(stderr, "mote: error: %s\n", exit_info->message);
+		cli_print(ctx, "error: ", exit_info->message);
 		return CLI_EXIT_VM_FAILED;
 	}
 }
 
-/* What run and restore share: serves the API, runs first (NULL: none, wait for the
- * API), then runs the VM to its end. error_code maps first's error to an exit code. */
-static int cli_serve(struct vm_controller *c, struct cli_context *ctx, const char *api_sock,
-		     const struct vm_command *first, int (*error_code)(int), bool stdio_console)
+/* Serves the API on api_sock (NULL: none) and runs first (NULL: none, the API will
+ * configure the VM). 0, or the exit code for what failed (error_code maps first's
+ * error), with the API stopped again. */
+static int cli_vm_start(struct vm_controller *c, struct cli_context *ctx, const char *api_sock,
+			const struct vm_command *first, int (*error_code)(int),
+			struct api_server **server)
 {
-	struct signal_thread_args sig_args = {.controller = c};
-	struct api_server *server = NULL;
-	struct mote_exit exit_info;
-	pthread_t sig_thread;
-
-	/* Block before any other thread exists, so every thread inherits the mask. */
-	sigemptyset(&sig_args.set);
-	sigaddset(&sig_args.set, SIGINT);
-	sigaddset(&sig_args.set, SIGTERM);
-	sigaddset(&sig_args.set, SIGHUP);
-	sigaddset(&sig_args.set, SIGUSR2);
-	pthread_sigmask(SIG_BLOCK, &sig_args.set, NULL);
-
+	*server = NULL;
 	if (api_sock) {
 		struct mote_log log = {cli_log, ctx};
-		int ret = api_server_start(c, api_sock, &log, &server);
+		int ret = api_server_start(c, api_sock, &log, server);
 		if (ret)
 			return cli_exit_code_for_create_error(ret);
 	}
@@ -160,35 +194,55 @@ static int cli_serve(struct vm_controller *c, struct cli_context *ctx, const cha
 		if (ret) {
 			/* The library said why already, unless the controller refused. */
 			if (vm_controller_error_count(c) == errors)
-				fprintf(stderr, "mote: error: %s\n", fault);
-			api_server_stop(server);
+				cli_print(ctx, "error: ", fault);
+			api_server_stop(*server);
+			*server = NULL;
 			return error_code(ret);
 		}
 	}
+	return 0;
+}
 
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	/* Small stack: see vm_thread_start() in the library for why. */
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	int err = pthread_create(&sig_thread, &attr, signal_thread, &sig_args);
-	pthread_attr_destroy(&attr);
-	if (err) {
-		fprintf(stderr, "mote: error: cannot start the signal thread\n");
-		api_server_stop(server);
-		return CLI_EXIT_VM_FAILED;
-	}
+/* Runs the VM to its end, then stops the API server. The exit code. */
+static int cli_vm_finish(struct vm_controller *c, struct cli_context *ctx,
+			 struct api_server *server, bool stdio_console)
+{
+	struct mote_exit exit_info;
+
 	if (stdio_console)
 		tty_enter_raw(ctx);
 	int ret = vm_controller_run(c, &exit_info);
 	tty_restore(ctx);
-	if (!ret && !ctx->quiet)
-		fprintf(stderr, "mote: guest memory touched: %llu KiB\n",
-			(unsigned long long)(exit_info.memory_touched_bytes >> 10));
-	pthread_kill(sig_thread, SIGUSR2);
-	pthread_join(sig_thread, NULL);
+	if (!ret && !ctx->quiet) {
+		char touched[64];
+		snprintf(touched, sizeof(touched), "guest memory touched: %llu KiB",
+			 (unsigned long long)(exit_info.memory_touched_bytes >> 10));
+		cli_print(ctx, "", touched);
+	}
 	api_server_stop(server);
 	/* -EINTR: stopped by a signal before a VM was started. */
 	return ret ? CLI_EXIT_VM_FAILED : cli_exit_code_for_end(&exit_info, ctx);
+}
+
+/* What run and restore share: serves the API, runs first (NULL: none, wait for the
+ * API), then runs the VM to its end. error_code maps first's error to an exit code. */
+static int cli_serve(struct vm_controller *c, struct cli_context *ctx, const char *api_sock,
+		     const struct vm_command *first, int (*error_code)(int), bool stdio_console)
+{
+	struct signal_thread_args signals = {.controllers = &c, .count = 1};
+	struct api_server *server;
+
+	signals_block(&signals);
+	int code = cli_vm_start(c, ctx, api_sock, first, error_code, &server);
+	if (code)
+		return code;
+	if (signal_thread_start(&signals)) {
+		api_server_stop(server);
+		return CLI_EXIT_VM_FAILED;
+	}
+	code = cli_vm_finish(c, ctx, server, stdio_console);
+	signal_thread_stop(&signals);
+	return code;
 }
 
 int cli_run_vm(struct cli_options *opts, int64_t start_ns)
@@ -228,5 +282,124 @@ int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns)
 	int code = cli_serve(&c, &ctx, opts->api_sock, &load, cli_exit_code_for_restore_error,
 			     opts->console == MOTE_CONSOLE_FDS);
 	vm_controller_destroy(&c);
+	return code;
+}
+
+/* One of the copies `mote restore --copies N` forks in this process. */
+struct cli_copy {
+	struct vm_controller controller;
+	struct cli_context ctx;
+	struct cli_restore_options opts; /* "{i}" replaced */
+	struct cli_copies *all;
+	pthread_t thread;
+	int code;
+};
+
+struct cli_copies {
+	pthread_barrier_t restored; /* every copy restored (or failed) before any runs */
+	pthread_mutex_t lock;
+	bool failed; /* a copy could not be restored: none of them runs */
+};
+
+/* Restores one copy, waits until all are restored, and runs it to its end, so that
+ * the copies start together, and none starts when one of them cannot. */
+static void *cli_copy_thread(void *arg)
+{
+	struct cli_copy *copy = arg;
+	struct cli_copies *all = copy->all;
+	struct vm_command load = {.kind = VM_COMMAND_SNAPSHOT_LOAD};
+	struct api_server *server;
+
+	load.snapshot_load.restore = copy->opts.restore;
+	copy->code = cli_vm_start(&copy->controller, &copy->ctx, copy->opts.api_sock, &load,
+				  cli_exit_code_for_restore_error, &server);
+	if (copy->code) {
+		pthread_mutex_lock(&all->lock);
+		all->failed = true;
+		pthread_mutex_unlock(&all->lock);
+	}
+	pthread_barrier_wait(&all->restored);
+	pthread_mutex_lock(&all->lock);
+	bool failed = all->failed;
+	pthread_mutex_unlock(&all->lock);
+	if (copy->code)
+		return NULL;
+	if (failed) {
+		api_server_stop(server); /* the controller destroys the VM that never ran */
+		return NULL;
+	}
+	copy->code = cli_vm_finish(&copy->controller, &copy->ctx, server, false);
+	return NULL;
+}
+
+int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
+{
+	unsigned n = opts->copies;
+	struct cli_copy *copies = calloc(n, sizeof(*copies));
+	struct vm_controller **controllers = calloc(n, sizeof(*controllers));
+	struct signal_thread_args signals = {.controllers = controllers, .count = n};
+	struct cli_copies all = {.failed = false};
+	unsigned ready = 0, started = 0;
+	int code = CLI_EXIT_VM_FAILED;
+
+	if (!copies || !controllers) {
+		fprintf(stderr, "mote: error: out of memory\n");
+		goto out;
+	}
+	for (; ready < n; ready++) {
+		struct cli_copy *copy = &copies[ready];
+		struct cli_options pending;
+
+		if (cli_restore_options_for_copy(opts, ready + 1, &copy->opts)) {
+			fprintf(stderr, "mote: error: out of memory\n");
+			goto out;
+		}
+		cli_options_init(&pending);
+		pending.console = copy->opts.console;
+		pending.console_path = copy->opts.console_path;
+		copy->opts.console_path = NULL; /* the controller's now */
+		copy->ctx = (struct cli_context){.quiet = opts->quiet, .copy = ready + 1};
+		copy->all = &all;
+		vm_controller_init(&copy->controller, &pending, start_ns, cli_log, &copy->ctx);
+		controllers[ready] = &copy->controller;
+	}
+	pthread_mutex_init(&all.lock, NULL);
+	pthread_barrier_init(&all.restored, NULL, n);
+	signals_block(&signals);
+	if (signal_thread_start(&signals) == 0) {
+		/* A thread a copy, each on its own VM: the restores run in parallel. */
+		for (; started < n; started++)
+			if (pthread_create(&copies[started].thread, NULL, cli_copy_thread,
+					   &copies[started]))
+				break;
+		if (started < n) {
+			/* The barrier waits for n threads: stand in for the missing ones. */
+			fprintf(stderr, "mote: error: cannot start a thread for copy %u\n",
+				started + 1);
+			pthread_mutex_lock(&all.lock);
+			all.failed = true;
+			pthread_mutex_unlock(&all.lock);
+			for (unsigned i = started; i < n; i++)
+				pthread_barrier_wait(&all.restored);
+		}
+		code = CLI_EXIT_GUEST_ENDED;
+		for (unsigned i = 0; i < started; i++) {
+			pthread_join(copies[i].thread, NULL);
+			if (code == CLI_EXIT_GUEST_ENDED)
+				code = copies[i].code;
+		}
+		if (started < n)
+			code = CLI_EXIT_VM_FAILED;
+		signal_thread_stop(&signals);
+	}
+	pthread_barrier_destroy(&all.restored);
+	pthread_mutex_destroy(&all.lock);
+out:
+	for (unsigned i = 0; i < ready; i++) {
+		vm_controller_destroy(&copies[i].controller);
+		cli_restore_options_free(&copies[i].opts);
+	}
+	free(controllers);
+	free(copies);
 	return code;
 }

@@ -41,6 +41,13 @@ int cli_run_vm(struct cli_options *opts, int64_t start_ns);
  * to its end. Returns the exit code. */
 int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns);
 
+/* `mote restore --copies N`: restores opts->copies copies of the snapshot in this
+ * process, each on its own threads with its resources ("{i}" replaced by its number,
+ * cli_restore.h), in parallel; once every copy is restored they all run, each until its
+ * own guest ends; none runs when one cannot be restored. Returns 0 when every guest
+ * powered off, else the first failing copy's exit code. */
+int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns);
+
 /* The exit code for an error of mote_vm_create() / mote_vm_restore(). */
 int cli_exit_code_for_create_error(int err);
 int cli_exit_code_for_restore_error(int err);

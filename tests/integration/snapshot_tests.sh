@@ -190,7 +190,7 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 # guest's own kernel (its GS base corrupted in the monitor's KVM_RUN): the emulated
 # SVM's world switches under load, not the fork. Restoring several vCPUs is tested by
 # the other snapshot tests.
-test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
+test_copies_forked_from_one_snapshot_each_run_their_own_command() {
 	local api=$WORK/s3.api uds=$WORK/s3.sock
 	SNAP_CPUS=1 snap_vm_start s3 "$api" "$uds" "" --initrd "$MOTE_INITRD"
 	local original=$snap_vm
@@ -235,6 +235,53 @@ test_eight_copies_forked_from_one_snapshot_each_run_their_own_command() {
 		finish "$pid" || st=$?
 	done
 	[ $st -eq 0 ] || fail "a forked copy ended with status $st"
+	forked_in_one_process "$WORK/s3.state" "$WORK/s3.mem"
+}
+
+# forked_in_one_process STATE MEM: `mote restore --copies 4` from the same snapshot;
+# each copy runs its own command on the shared state, one copy's end leaves the others
+# running, and the process ends 0 once all four powered off. Then the all-or-nothing
+# rule: when copy 2's vsock path is taken, no copy runs and the exit names copy 2.
+forked_in_one_process() {
+	local state=$1 mem=$2 i
+	for i in 1 2 3 4; do rm -f "$WORK/s3c-$i.sock"; done
+	snap_restore s3c --snapshot "$state" --mem "$mem" --copies 4 \
+		--vsock-uds "$WORK/s3c-{i}.sock" --console "file:$WORK/s3c-{i}.console"
+	local copies=$snap_vm execs="" bad=0 job
+	for i in 1 2 3 4; do
+		timeout 300 "$MOTE_BIN" exec --vsock "$WORK/s3c-$i.sock" --wait 120 -- \
+			sh -c "echo copy-$i >>/tmp/before; cat /tmp/before" </dev/null >"$WORK/s3c-$i.stdout" 2>&1 &
+		execs="$execs $!"
+	done
+	for job in $execs; do wait "$job"; done
+	for i in 1 2 3 4; do
+		[ "$(tr '\n' ' ' <"$WORK/s3c-$i.stdout")" = "shared copy-$i " ] || {
+			bad=$((bad + 1))
+			echo "    copy $i (one process) said: $(tr '\n' '|' <"$WORK/s3c-$i.stdout")"
+		}
+	done
+	[ $bad -eq 0 ] || { tail -n 5 "$WORK/s3c.err"; fail "$bad of 4 copies forked in one process did not run their own command"; }
+	timeout 120 "$MOTE_BIN" exec --vsock "$WORK/s3c-1.sock" -- poweroff >/dev/null 2>&1
+	timeout 120 "$MOTE_BIN" exec --vsock "$WORK/s3c-3.sock" --wait 60 -- true >/dev/null 2>&1 ||
+		fail "copy 3 stopped answering when copy 1 powered off"
+	kill -0 "$copies" 2>/dev/null || fail "the process of the copies ended with copy 1"
+	grep -q "copy 1: guest powered off" "$WORK/s3c.err" || fail "copy 1's end was not reported: $(tail -3 "$WORK/s3c.err" | tr '\n' '|')"
+	for i in 2 3 4; do
+		timeout 120 "$MOTE_BIN" exec --vsock "$WORK/s3c-$i.sock" -- poweroff >/dev/null 2>&1
+	done
+	local st=0
+	finish "$copies" || st=$?
+	[ $st -eq 0 ] || fail "the copies' process ended with status $st: $(tail -3 "$WORK/s3c.err" | tr '\n' '|')"
+	[ -e "$WORK/s3c-4.console" ] || fail "copy 4's console file was not created"
+
+	for i in 1 2; do rm -f "$WORK/s3x-$i.sock"; done
+	: >"$WORK/s3x-2.sock"
+	snap_restore s3x --snapshot "$state" --mem "$mem" --copies 2 --vsock-uds "$WORK/s3x-{i}.sock"
+	st=0
+	finish "$snap_vm" || st=$?
+	[ $st -eq 4 ] || fail "copies with copy 2's socket path taken ended with status $st, expected 4"
+	grep -q "copy 2: error" "$WORK/s3x.err" || fail "the error does not name copy 2: $(tail -3 "$WORK/s3x.err" | tr '\n' '|')"
+	! grep -q "copy 1: restored VM running" "$WORK/s3x.err" || fail "copy 1 ran although copy 2 could not be restored"
 }
 
 # Damaged snapshot files: a clear message, a documented non-zero exit, never a crash or

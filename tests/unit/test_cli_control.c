@@ -176,6 +176,98 @@ static void restore_takes_at_most_64_diff_files(void **state)
 	free(argv);
 }
 
+/* --copies: "{i}" in each copy's resources becomes its number; shared inputs stay. */
+static void restore_copies_name_each_copys_resources(void **state)
+{
+	struct cli_restore_options o, copy;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"restore",
+			       "--snapshot",
+			       "/s/state",
+			       "--mem",
+			       "/s/mem",
+			       "--copies",
+			       "12",
+			       "--vsock-uds",
+			       "/run/v{i}.sock",
+			       "--api-sock",
+			       "/run/a{i}",
+			       "--disk",
+			       "vda:path=/base.img,overlay=/o/{i}/{i}.overlay",
+			       "--net",
+			       "eth0=tap{i}",
+			       "--console",
+			       "file:/log/c{i}",
+			       "--track-dirty-pages",
+			       NULL};
+
+	(void)state;
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	assert_int_equal(o.copies, 12);
+	assert_int_equal(cli_restore_options_for_copy(&o, 11, &copy), 0);
+	assert_int_equal(copy.copies, 1);
+	assert_string_equal(copy.restore.state_path, "/s/state");
+	assert_string_equal(copy.restore.mem_path, "/s/mem");
+	assert_string_equal(copy.restore.vsock_uds_path, "/run/v11.sock");
+	assert_string_equal(copy.api_sock, "/run/a11");
+	assert_int_equal(copy.restore.disk_override_count, 1);
+	assert_string_equal(copy.restore.disk_overrides[0].disk, "vda");
+	assert_string_equal(copy.restore.disk_overrides[0].path, "/base.img");
+	assert_string_equal(copy.restore.disk_overrides[0].overlay, "/o/11/11.overlay");
+	assert_string_equal(copy.restore.net_overrides[0].nic, "eth0");
+	assert_string_equal(copy.restore.net_overrides[0].tap, "tap11");
+	assert_int_equal(copy.console, MOTE_CONSOLE_FILE);
+	assert_string_equal(copy.console_path, "/log/c11");
+	assert_true(copy.restore.track_dirty_pages);
+	cli_restore_options_free(&copy);
+	cli_restore_options_free(&o);
+}
+
+static void restore_copies_print_nothing_unless_asked(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"restore", "--snapshot", "s", "--mem", "m", "--copies", "2", NULL};
+
+	(void)state;
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	assert_int_equal(o.console, MOTE_CONSOLE_NONE);
+	cli_restore_options_free(&o);
+}
+
+/* Two copies on one socket, file, overlay or TAP would fight over it. */
+static void restore_copies_refuse_a_shared_resource(void **state)
+{
+	const char *const cases[][10] = {
+	    {"--copies", "0"},
+	    {"--copies", "257"},
+	    {"--copies", "-1"},
+	    {"--copies", "2x"},
+	    {"--copies", "2", "--vsock-uds", "/v"},
+	    {"--copies", "2", "--api-sock", "/a"},
+	    {"--copies", "2", "--console", "stdio"},
+	    {"--copies", "2", "--console", "file:/c"},
+	    {"--copies", "2", "--disk", "vda:overlay=/o"},
+	    {"--copies", "2", "--net", "eth0=tap0"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *words[16] = {"restore", "--snapshot", "s", "--mem", "m"};
+		struct cli_restore_options o;
+		char error[CLI_ERROR_MAX] = "";
+		size_t n = 5;
+
+		for (size_t k = 0; cases[i][k]; k++)
+			words[n++] = cases[i][k];
+		if (parse_restore(&o, error, words) != -EINVAL)
+			fail_msg("case %zu accepted", i);
+		assert_true(strlen(error) > 0);
+		assert_null(strchr(error, '\n'));
+		cli_restore_options_free(&o);
+	}
+}
+
 /* What `mote restore --api-sock` sends is what PUT /snapshot/load reads back. */
 static void restore_request_body_round_trips_through_the_api_parser(void **state)
 {
@@ -371,6 +463,9 @@ int main(void)
 	    cmocka_unit_test(restore_bad_arguments_give_a_one_line_reason),
 	    cmocka_unit_test(restore_takes_at_most_64_diff_files),
 	    cmocka_unit_test(restore_request_body_round_trips_through_the_api_parser),
+	    cmocka_unit_test(restore_copies_name_each_copys_resources),
+	    cmocka_unit_test(restore_copies_print_nothing_unless_asked),
+	    cmocka_unit_test(restore_copies_refuse_a_shared_resource),
 	    cmocka_unit_test(snapshot_flags_are_parsed),
 	    cmocka_unit_test(pause_and_resume_take_only_the_socket),
 	    cmocka_unit_test(control_commands_need_their_arguments),
