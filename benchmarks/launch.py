@@ -5,9 +5,11 @@ reporting its VM running. The timing starts inside this program, after its own
 (slow, under emulation) start, so both monitors are measured alike.
 
 usage: launch.py KIND N SOCKET LOG -- CMD ARGS...
-  KIND    mote (GET / on its API socket says "Running") or qemu (QMP query-status says
-          "running"; a copy restored from a snapshot taken while stopped is paused
-          once loaded, and is continued, as mote's copies run)
+  KIND    mote (GET / on its API socket says "Running"), mote-copies (the same, but
+          CMD is started once and forks the N copies itself: `mote restore --copies N`,
+          "{i}" left in CMD for mote) or qemu (QMP query-status says "running"; a copy
+          restored from a snapshot taken while stopped is paused once loaded, and is
+          continued, as mote's copies run)
   SOCKET  each copy's control socket; "{i}" in it, and in CMD ARGS, is the copy's
           number, 1 to N
   LOG     the copies' stderr, appended
@@ -54,16 +56,19 @@ def main():
         command = sys.argv[split + 1:]
     except ValueError:
         raise SystemExit(__doc__)
-    running = {"mote": mote_running, "qemu": qemu_running}[kind]
+    running = {"mote": mote_running, "mote-copies": mote_running, "qemu": qemu_running}[kind]
+    one_process = kind == "mote-copies"
     t0_ns = time.time_ns()
     start = time.monotonic()
     copies = []
     with open(log, "ab") as err, open(os.devnull, "rb") as null_in, \
             open(os.devnull, "wb") as null_out:
+        proc = None
         for i in range(1, n + 1):
-            argv = [arg.replace("{i}", str(i)) for arg in command]
-            proc = subprocess.Popen(argv, stdin=null_in, stdout=null_out, stderr=err,
-                                    start_new_session=True)
+            if proc is None or not one_process:
+                argv = command if one_process else [arg.replace("{i}", str(i)) for arg in command]
+                proc = subprocess.Popen(argv, stdin=null_in, stdout=null_out, stderr=err,
+                                        start_new_session=True)
             copies.append((proc, socket_pattern.replace("{i}", str(i)), {}))
     waiting = list(copies)
     while waiting and time.monotonic() - start < 300:
@@ -75,8 +80,8 @@ def main():
         if "qmp" in state:
             state["qmp"].sock.close()
     print(f"{elapsed_ms:.3f} {t0_ns}")
-    for proc, _, _ in copies:
-        print(proc.pid)
+    for pid in dict.fromkeys(proc.pid for proc, _, _ in copies):
+        print(pid)
     ended = [c for c in copies if c[0].poll() is not None]
     if waiting or ended:
         print(f"launch: {len(waiting)} of {n} never ran, {len(ended)} ended",

@@ -18,7 +18,9 @@
 # and fork: N copies restored from one snapshot at once by launch.py: time until all
 # run, for mote also until all answer through the agent, and their memory: total PSS,
 # and the private memory of one copy (mote maps the memory file copy-on-write and its
-# private pages there are the ones the guest wrote; QEMU reads the file into each copy).
+# private pages there are the ones the guest wrote; QEMU reads the file into each copy);
+# then mote's fork in one process (`mote restore --copies N`): time until all run, mote's
+# own figure for the last copy, time until all answer, and the process's PSS.
 # Targets (issue 5): restore VMM-side <= 5 ms on hardware, fork of 32 in under a second
 # nested, memory per forked copy <= pages it wrote + 2 MiB.
 #
@@ -88,17 +90,18 @@ mib() { echo "scale=1; $1 / 1024" | bc; }
 
 progress() { echo "snapshot benchmark: $*" >&2; }
 
-# reap PID...: waits for each process, 60 s at most, then kills it; a process that had
-# to be killed is reported, since a copy that does not power off is a failure.
+# reap PID...: waits for each process, REAP_SECONDS (60) at most, then kills it; a
+# process that had to be killed is reported, since a copy that does not power off is a
+# failure.
 reap() {
-	local p
+	local p limit=${REAP_SECONDS:-60}
 	for p; do
-		for _ in $(seq 1 600); do
+		for _ in $(seq 1 $((limit * 10))); do
 			kill -0 "$p" 2>/dev/null || break
 			sleep 0.1
 		done
 		if kill -0 "$p" 2>/dev/null; then
-			progress "process $p still running after 60 s; killed"
+			progress "process $p still running after $limit s; killed"
 			kill -KILL "$p" 2>/dev/null || :
 		fi
 		wait "$p" 2>/dev/null || :
@@ -222,7 +225,36 @@ bench_mote() { # SIZE FILL
 		# shellcheck disable=SC2086
 		reap $launch_pids
 		wait
+		fork_one_process "$d" "$n"
 	done
+}
+
+# fork_one_process DIR N: the same fork, by one `mote restore --copies N`.
+fork_one_process() {
+	local d=$1 n=$2 i
+	progress "${d##*/mote-} mote: fork $n in one process"
+	for i in $(seq 1 "$n"); do rm -f "$d/c$i" "$d/ca$i"; done
+	: >"$d/copies.log"
+	launch mote-copies "$n" "$d/ca{i}" "$d/copies.log" "$MOTE_BIN" restore --copies "$n" \
+		--snapshot "$d/full.state" --mem "$d/full.mem" --vsock-uds "$d/c{i}" --api-sock "$d/ca{i}"
+	echo "$launch_ms" >"$d/copies-$n-ms"
+	# mote's own figure: the last copy's main() to vCPUs running.
+	figures "$d/copies.log" "restored VM running" | sort -n | tail -1 >"$d/copies-$n-own"
+	local waits="" answered=0 w
+	for i in $(seq 1 "$n"); do
+		mote_agent "$d/c$i" true &
+		waits="$waits $!"
+	done
+	for w in $waits; do wait "$w" && answered=$((answered + 1)); done
+	echo "$(ms_between "$launch_t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")" \
+		>"$d/copies-$n-answer"
+	local pid=${launch_pids%% *}
+	echo "$(mib "$(pss_kib "$pid")") MiB" >"$d/copies-$n-pss"
+	for i in $(seq 1 "$n"); do mote_agent "$d/c$i" poweroff & done
+	# One process for all the copies: it ends when the last has powered off, and the
+	# separate processes above each had 60 s of their own.
+	REAP_SECONDS=$((60 + 5 * n)) reap "$pid"
+	wait
 }
 
 qemu_cmd() { # SIZE FILL QMP_SOCKET
@@ -315,6 +347,15 @@ report() {
 		m=$work/mote-$size q=$work/qemu-$size
 		for n in $FORKS; do
 			echo "| $size | $n | $(cell "$m/fork-$n-ms") | $(cell "$m/fork-$n-answer") | $(cell "$m/fork-$n-pss") | $(cell "$m/fork-$n-private") | $(cell "$q/fork-$n-ms") | $(cell "$q/fork-$n-pss") | $(cell "$q/fork-$n-private") |"
+		done
+	done
+	echo
+	echo "| guest | copies, one \`mote restore --copies\` | all running, ms | last copy's main() to vCPUs running (mote's figure) | all answering, ms | total PSS |"
+	echo "|---|---|---|---|---|---|"
+	for size in $SIZES; do
+		m=$work/mote-$size
+		for n in $FORKS; do
+			echo "| $size | $n | $(cell "$m/copies-$n-ms") | $(cell "$m/copies-$n-own") | $(cell "$m/copies-$n-answer") | $(cell "$m/copies-$n-pss") |"
 		done
 	done
 }
