@@ -295,10 +295,13 @@ struct cli_copy {
 	int code;
 };
 
+/* Every copy is restored (or has failed) before any runs. */
 struct cli_copies {
-	pthread_barrier_t restored; /* every copy restored (or failed) before any runs */
 	pthread_mutex_t lock;
-	bool failed; /* a copy could not be restored: none of them runs */
+	pthread_cond_t changed;
+	unsigned restored; /* copies past their restore, failed or not */
+	unsigned expected; /* copies whose thread started */
+	bool failed;	   /* a copy could not be restored: none of them runs */
 };
 
 /* Restores one copy, waits until all are restored, and runs it to its end, so that
@@ -313,13 +316,12 @@ static void *cli_copy_thread(void *arg)
 	load.snapshot_load.restore = copy->opts.restore;
 	copy->code = cli_vm_start(&copy->controller, &copy->ctx, copy->opts.api_sock, &load,
 				  cli_exit_code_for_restore_error, &server);
-	if (copy->code) {
-		pthread_mutex_lock(&all->lock);
-		all->failed = true;
-		pthread_mutex_unlock(&all->lock);
-	}
-	pthread_barrier_wait(&all->restored);
 	pthread_mutex_lock(&all->lock);
+	all->failed |= copy->code != 0;
+	all->restored++;
+	pthread_cond_broadcast(&all->changed);
+	while (all->restored < all->expected)
+		pthread_cond_wait(&all->changed, &all->lock);
 	bool failed = all->failed;
 	pthread_mutex_unlock(&all->lock);
 	if (copy->code)
@@ -338,7 +340,7 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 	struct cli_copy *copies = calloc(n, sizeof(*copies));
 	struct vm_controller **controllers = calloc(n, sizeof(*controllers));
 	struct signal_thread_args signals = {.controllers = controllers, .count = n};
-	struct cli_copies all = {.failed = false};
+	struct cli_copies all = {.expected = n};
 	unsigned ready = 0, started = 0;
 	int code = CLI_EXIT_VM_FAILED;
 
@@ -364,7 +366,7 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 		controllers[ready] = &copy->controller;
 	}
 	pthread_mutex_init(&all.lock, NULL);
-	pthread_barrier_init(&all.restored, NULL, n);
+	pthread_cond_init(&all.changed, NULL);
 	signals_block(&signals);
 	if (signal_thread_start(&signals) == 0) {
 		/* A thread a copy, each on its own VM: the restores run in parallel. */
@@ -373,14 +375,14 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 					   &copies[started]))
 				break;
 		if (started < n) {
-			/* The barrier waits for n threads: stand in for the missing ones. */
+			/* The copies that have a thread wait for no other, and do not run. */
 			fprintf(stderr, "mote: error: cannot start a thread for copy %u\n",
 				started + 1);
 			pthread_mutex_lock(&all.lock);
 			all.failed = true;
+			all.expected = started;
+			pthread_cond_broadcast(&all.changed);
 			pthread_mutex_unlock(&all.lock);
-			for (unsigned i = started; i < n; i++)
-				pthread_barrier_wait(&all.restored);
 		}
 		code = CLI_EXIT_GUEST_ENDED;
 		for (unsigned i = 0; i < started; i++) {
@@ -392,7 +394,7 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 			code = CLI_EXIT_VM_FAILED;
 		signal_thread_stop(&signals);
 	}
-	pthread_barrier_destroy(&all.restored);
+	pthread_cond_destroy(&all.changed);
 	pthread_mutex_destroy(&all.lock);
 out:
 	for (unsigned i = 0; i < ready; i++) {
