@@ -241,7 +241,8 @@ test_copies_forked_from_one_snapshot_each_run_their_own_command() {
 # forked_in_one_process STATE MEM: `mote restore --copies 4` from the same snapshot;
 # each copy runs its own command on the shared state, one copy's end leaves the others
 # running, and the process ends 0 once all four powered off. Then the all-or-nothing
-# rule: when copy 2's vsock path is taken, no copy runs and the exit names copy 2.
+# rule: when copy 2's vsock path is taken, no copy runs and the exit names copy 2; and
+# a signal stops every copy.
 forked_in_one_process() {
 	local state=$1 mem=$2 i
 	for i in 1 2 3 4; do rm -f "$WORK/s3c-$i.sock"; done
@@ -282,6 +283,19 @@ forked_in_one_process() {
 	[ $st -eq 4 ] || fail "copies with copy 2's socket path taken ended with status $st, expected 4"
 	grep -q "copy 2: error" "$WORK/s3x.err" || fail "the error does not name copy 2: $(tail -3 "$WORK/s3x.err" | tr '\n' '|')"
 	! grep -q "copy 1: restored VM running" "$WORK/s3x.err" || fail "copy 1 ran although copy 2 could not be restored"
+
+	# A signal stops every copy: exit 1, as for one VM.
+	for i in 1 2; do rm -f "$WORK/s3t-$i.sock"; done
+	snap_restore s3t --snapshot "$state" --mem "$mem" --copies 2 --vsock-uds "$WORK/s3t-{i}.sock"
+	for i in 1 2; do
+		timeout 120 "$MOTE_BIN" exec --vsock "$WORK/s3t-$i.sock" --wait 120 -- true >/dev/null 2>&1 ||
+			fail "copy $i of two did not answer"
+	done
+	kill -TERM "$snap_vm"
+	st=0
+	finish "$snap_vm" || st=$?
+	[ $st -eq 1 ] || fail "copies sent SIGTERM ended with status $st, expected 1"
+	expect_in "$WORK/s3t.err" "stopping the VMs"
 }
 
 # Damaged snapshot files: a clear message, a documented non-zero exit, never a crash or
