@@ -10,6 +10,7 @@
 #include "cli_control.h"
 #include "cli_options.h"
 #include "cli_run.h"
+#include "size_parse.h"
 
 void cli_restore_options_init(struct cli_restore_options *opts)
 {
@@ -195,17 +196,11 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;
-	case OPT_COPIES: {
-		char *end;
-		errno = 0;
-		unsigned long n = strtoul(arg, &end, 10);
-		if (errno || end == arg || *end || arg[0] == '-' || n < 1 ||
-		    n > CLI_RESTORE_MAX_COPIES)
+	case OPT_COPIES:
+		if (uint_parse(arg, 1, CLI_RESTORE_MAX_COPIES, &opts->copies))
 			return cli_error(error, error_len, "--copies %s: expected 1 to %d", arg,
 					 CLI_RESTORE_MAX_COPIES);
-		opts->copies = (unsigned)n;
 		return 0;
-	}
 	case OPT_HELP:
 		opts->help = true;
 		return 0;
