@@ -263,22 +263,32 @@ int cli_run_vm(struct cli_options *opts, int64_t start_ns)
 	return code;
 }
 
-int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns)
+/* A controller for restoring opts' snapshot: nothing configured but the console the
+ * restored VM uses. 0, or -ENOMEM (said on stderr) with c untouched. */
+static int cli_restore_controller_init(struct vm_controller *c,
+				       const struct cli_restore_options *opts, int64_t start_ns,
+				       struct cli_context *ctx)
 {
-	struct cli_context ctx = {.quiet = opts->quiet};
-	struct vm_command load = {.kind = VM_COMMAND_SNAPSHOT_LOAD};
 	struct cli_options pending;
-	struct vm_controller c;
 
-	/* Nothing configured but the console the restored VM uses. */
 	cli_options_init(&pending);
 	pending.console = opts->console;
 	if (opts->console_path && !(pending.console_path = strdup(opts->console_path))) {
 		fprintf(stderr, "mote: error: out of memory\n");
-		return CLI_EXIT_VM_FAILED;
+		return -ENOMEM;
 	}
+	return vm_controller_init(c, &pending, start_ns, cli_log, ctx);
+}
+
+int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns)
+{
+	struct cli_context ctx = {.quiet = opts->quiet};
+	struct vm_command load = {.kind = VM_COMMAND_SNAPSHOT_LOAD};
+	struct vm_controller c;
+
+	if (cli_restore_controller_init(&c, opts, start_ns, &ctx))
+		return CLI_EXIT_VM_FAILED;
 	load.snapshot_load.restore = opts->restore;
-	vm_controller_init(&c, &pending, start_ns, cli_log, &ctx);
 	int code = cli_serve(&c, &ctx, opts->api_sock, &load, cli_exit_code_for_restore_error,
 			     opts->console == MOTE_CONSOLE_FDS);
 	vm_controller_destroy(&c);
@@ -350,19 +360,18 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 	}
 	for (; ready < n; ready++) {
 		struct cli_copy *copy = &copies[ready];
-		struct cli_options pending;
 
 		if (cli_restore_options_for_copy(opts, ready + 1, &copy->opts)) {
 			fprintf(stderr, "mote: error: out of memory\n");
 			goto out;
 		}
-		cli_options_init(&pending);
-		pending.console = copy->opts.console;
-		pending.console_path = copy->opts.console_path;
-		copy->opts.console_path = NULL; /* the controller's now */
 		copy->ctx = (struct cli_context){.quiet = opts->quiet, .copy = ready + 1};
 		copy->all = &all;
-		vm_controller_init(&copy->controller, &pending, start_ns, cli_log, &copy->ctx);
+		if (cli_restore_controller_init(&copy->controller, &copy->opts, start_ns,
+						&copy->ctx)) {
+			cli_restore_options_free(&copy->opts);
+			goto out;
+		}
 		controllers[ready] = &copy->controller;
 	}
 	pthread_mutex_init(&all.lock, NULL);
