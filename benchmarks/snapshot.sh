@@ -153,6 +153,24 @@ mote_agent() { # UDS ARGS...
 	timeout 120 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" </dev/null >/dev/null 2>&1
 }
 
+# agents_answer PREFIX N T0_NS: a `mote exec -- true` through each of PREFIX1..PREFIXN
+# at once; prints the ms from T0 until all are done, and how many answered if not all.
+agents_answer() {
+	local prefix=$1 n=$2 t0=$3 i w waits="" answered=0
+	for i in $(seq 1 "$n"); do
+		mote_agent "$prefix$i" true &
+		waits="$waits $!"
+	done
+	for w in $waits; do wait "$w" && answered=$((answered + 1)); done
+	echo "$(ms_between "$t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")"
+}
+
+# agents_poweroff PREFIX N: asks each guest to power off, in the background.
+agents_poweroff() {
+	local i
+	for i in $(seq 1 "$2"); do mote_agent "$1$i" poweroff & done
+}
+
 bench_mote() { # SIZE FILL
 	local size=$1 fill=$2 d=$work/mote-$1
 	mkdir -p "$d"
@@ -212,17 +230,10 @@ bench_mote() { # SIZE FILL
 		launch mote "$n" "$d/fa{i}" "$d/fork.log" "$MOTE_BIN" restore --snapshot "$d/full.state" \
 			--mem "$d/full.mem" --vsock-uds "$d/f{i}" --api-sock "$d/fa{i}" --console none
 		echo "$launch_ms" >"$d/fork-$n-ms"
-		local waits="" answered=0 w
-		for i in $(seq 1 "$n"); do
-			mote_agent "$d/f$i" true &
-			waits="$waits $!"
-		done
-		for w in $waits; do wait "$w" && answered=$((answered + 1)); done
-		echo "$(ms_between "$launch_t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")" \
-			>"$d/fork-$n-answer"
+		agents_answer "$d/f" "$n" "$launch_t0" >"$d/fork-$n-answer"
 		# shellcheck disable=SC2086
 		fork_memory "$d" "$n" "$d/full.mem" $launch_pids
-		for i in $(seq 1 "$n"); do mote_agent "$d/f$i" poweroff & done
+		agents_poweroff "$d/f" "$n"
 		# shellcheck disable=SC2086
 		reap $launch_pids
 		wait
@@ -241,17 +252,10 @@ fork_one_process() {
 	echo "$launch_ms" >"$d/copies-$n-ms"
 	# mote's own figure: the last copy's main() to vCPUs running.
 	figures "$d/copies.log" "restored VM running" | sort -n | tail -1 >"$d/copies-$n-own"
-	local waits="" answered=0 w
-	for i in $(seq 1 "$n"); do
-		mote_agent "$d/c$i" true &
-		waits="$waits $!"
-	done
-	for w in $waits; do wait "$w" && answered=$((answered + 1)); done
-	echo "$(ms_between "$launch_t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")" \
-		>"$d/copies-$n-answer"
+	agents_answer "$d/c" "$n" "$launch_t0" >"$d/copies-$n-answer"
 	local pid=${launch_pids%% *}
 	echo "$(mib "$(pss_kib "$pid")") MiB" >"$d/copies-$n-pss"
-	for i in $(seq 1 "$n"); do mote_agent "$d/c$i" poweroff & done
+	agents_poweroff "$d/c" "$n"
 	# One process for all the copies: it ends when the last has powered off, and the
 	# separate processes above each had 60 s of their own.
 	REAP_SECONDS=$((60 + 5 * n)) reap "$pid"
@@ -277,7 +281,7 @@ fork_one_process_without_api() {
 	figures "$d/copies-noapi.log" "restored VM running" | sort -n | tail -1 >"$d/copies-$n-noapi-own"
 	[ "$(grep -c 'restored VM running' "$d/copies-noapi.log")" -eq "$n" ] ||
 		echo " (not all ran)" >>"$d/copies-$n-noapi-own"
-	for i in $(seq 1 "$n"); do mote_agent "$d/c$i" poweroff & done
+	agents_poweroff "$d/c" "$n"
 	REAP_SECONDS=$((60 + 5 * n)) reap "$pid"
 	wait
 }
