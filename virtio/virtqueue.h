@@ -36,7 +36,8 @@ struct virtq_segment {
 };
 
 /* One descriptor chain. Readable segments come first (§2.7.4): seg[0, readable_count)
- * are device-readable, seg[readable_count, count) device-writable. */
+ * are device-readable, seg[readable_count, count) device-writable; the entries after
+ * count hold whatever an earlier chain left there. */
 struct virtq_chain {
 	uint16_t head; /* for virtq_push() */
 	uint32_t count;
