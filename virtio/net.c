@@ -179,12 +179,24 @@ static void net_tx_run(struct virtio_net *net)
 		vdev_notify_used(&net->dev, NET_TX_QUEUE, old_used_idx);
 }
 
+/* Receives at most VIRTIO_NET_RX_BUDGET frames, interrupting once. */
+static void net_rx_run(struct virtio_net *net)
+{
+	struct virtq *rxq = net_rxq(net);
+	uint16_t old_used_idx = rxq->used_idx;
+
+	for (unsigned i = 0; i < VIRTIO_NET_RX_BUDGET && !net->rx_waiting && !net->broken; i++)
+		if (!net_rx_receive_one(net))
+			break;
+	if (rxq->used_idx != old_used_idx)
+		vdev_notify_used(&net->dev, NET_RX_QUEUE, old_used_idx);
+}
+
 /* The event-loop handler of the fd: readable (frames for the guest) or writable
- * (transmit waiting). Receives at most VIRTIO_NET_RX_BUDGET frames, interrupting once. */
+ * (transmit waiting). */
 static void net_on_backend(void *opaque)
 {
 	struct virtio_net *net = opaque;
-	struct virtq *rxq = net_rxq(net);
 
 	pthread_mutex_lock(&net->dev.lock);
 	if (!net_live(net)) {
@@ -192,15 +204,9 @@ static void net_on_backend(void *opaque)
 		if (!net->rx_waiting)
 			net_rx_discard(net);
 	} else {
-		uint16_t old_used_idx = rxq->used_idx;
 		if (net->tx_waiting)
 			net_tx_run(net);
-		for (unsigned i = 0; i < VIRTIO_NET_RX_BUDGET && !net->rx_waiting && !net->broken;
-		     i++)
-			if (!net_rx_receive_one(net))
-				break;
-		if (rxq->used_idx != old_used_idx)
-			vdev_notify_used(&net->dev, NET_RX_QUEUE, old_used_idx);
+		net_rx_run(net);
 	}
 	net_update_watch(net);
 	pthread_mutex_unlock(&net->dev.lock);
@@ -265,9 +271,12 @@ static void net_queue_notify(struct vdev *dev, uint16_t q)
 
 	if (net->broken)
 		return;
-	if (q == NET_RX_QUEUE)
+	if (q == NET_RX_QUEUE) {
 		net->rx_waiting = false; /* the handler reads once the fd is readable */
-	else if (q == NET_TX_QUEUE && !net->tx_waiting)
+		/* A frame read already waits for these buffers: the fd may stay quiet. */
+		if (net->rx.waiting_len > 0)
+			net_rx_run(net);
+	} else if (q == NET_TX_QUEUE && !net->tx_waiting)
 		net_tx_run(net);
 	net_update_watch(net);
 }
@@ -281,6 +290,8 @@ static void net_reset(struct vdev *dev)
 	net->rx.count = 0;
 	net->rx.iov_count = 0;
 	net->rx.capacity = 0;
+	net->rx.ring_descs = 0;
+	net->rx.waiting_len = 0;
 	memset(net->rx.held, 0, sizeof(net->rx.held));
 	net->broken = false;
 	net->rx_waiting = false;
@@ -296,7 +307,9 @@ static void net_reset(struct vdev *dev)
 /* Snapshots. Nothing is in flight between two calls: a transmitted chain is sent and
  * used, or given back to its ring (tx_waiting). The receive buffers in the stash,
  * though, are popped and not used: the snapshot names them, in order, and a load takes
- * the same chains again from the restored ring, where guest memory still holds them. */
+ * the same chains again from the restored ring, where guest memory still holds them.
+ * A frame read aside and waiting for buffers is host state: a restored VM goes without
+ * it, as if the NIC had dropped it, and TCP sends it again. */
 static int net_save(struct vdev *dev, struct snap_writer *w)
 {
 	struct virtio_net *net = dev->impl;

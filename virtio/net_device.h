@@ -29,18 +29,24 @@
 struct net_rx_buffer {
 	uint16_t head;
 	uint16_t iov_count;
+	uint32_t ring_descs; /* virtq_chain.ring_descs */
 	uint64_t len;
 };
 
 struct net_rx_stash {
 	unsigned count;
-	unsigned iov_count; /* at most NET_MAX_IOV - 1: one more for the spare byte */
-	uint64_t capacity;  /* bytes of all the buffers */
+	unsigned iov_count;  /* at most NET_MAX_IOV - 1: one more for the spare byte */
+	uint64_t capacity;   /* bytes of all the buffers */
+	uint32_t ring_descs; /* of the receive queue's table, held by the buffers */
 	struct net_rx_buffer buf[NET_MAX_IOV];
 	struct iovec iov[NET_MAX_IOV];
 	struct virtq_used_buf used[NET_MAX_IOV];
 	bool held[NET_QUEUE_SIZE]; /* by head: in the stash */
 	uint8_t spare;
+	/* A frame read while the stash was too small for the largest one, which did not
+	 * fit: it waits here (header included) for buffers enough to hold it (net_rx.c). */
+	uint32_t waiting_len;
+	uint8_t waiting_frame[NET_MAX_PACKET + 1]; /* one more to see a frame too long */
 };
 
 struct virtio_net {
@@ -90,9 +96,9 @@ static inline bool net_live(const struct virtio_net *net)
 /* The driver broke a queue: the device takes nothing more until a reset (§2.1.2). */
 void net_break(struct virtio_net *net, const char *what);
 
-/* Reads one frame from the backend into the receive queue. False when there is nothing
- * more to do in this turn: no frame, no receive buffer (rx_waiting is then set), or a
- * broken queue. On the event thread, under dev.lock. */
+/* Gives the driver one frame from the backend (or the one waiting for buffers). False
+ * when there is nothing more to do in this turn: no frame, too few receive buffers
+ * (rx_waiting is then set), or a broken queue. On the event thread, under dev.lock. */
 bool net_rx_receive_one(struct virtio_net *net);
 
 /* Reads and drops what the backend holds, up to VIRTIO_NET_RX_BUDGET frames: no driver

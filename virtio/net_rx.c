@@ -1,13 +1,22 @@
 /* virtio-net's receive path (virtio 1.2 §5.1.6.3, §5.1.6.4; net_device.h).
  *
- * Receive buffers are popped ahead into a stash, in order, and used from its front: a
- * frame is read with one readv() across every stashed buffer (with MRG_RXBUF, enough for
- * the largest frame; without, the one buffer that must hold it), then the buffers it
- * filled are pushed together and the rest wait for the next frame. A spare byte after
- * the buffers shows a frame that did not fit: a TAP reports a frame's whole length
- * however little it could copy, a socket fills the byte; either way it is dropped.
- * After a reset the stash is simply forgotten, like everything the driver had
- * offered. */
+ * Receive buffers are popped ahead into a stash, in order, and used from its front.
+ * While the stash could hold the largest frame (with MRG_RXBUF; without, while it holds
+ * the one buffer that must), a frame is read with one readv() across every stashed
+ * buffer, then the buffers it filled are pushed together and the rest wait for the
+ * next frame. A spare byte after the buffers shows a frame that did not fit: a TAP
+ * reports a frame's whole length however little it could copy, a socket fills the
+ * byte; either way it is dropped.
+ *
+ * While the driver is still refilling and the stash is smaller than that, the next
+ * frame is read aside and copied in if it fits. If it does not, it waits for the
+ * buffers it needs, and the backend is not read meanwhile: dropping a 64 KiB segment
+ * for want of buffers the driver is about to give would cost TCP a retransmission and
+ * its window. QEMU and vhost-net wait the same way for room for the frame at the head.
+ * Only a frame bigger than all the queue can hold at once is dropped.
+ *
+ * After a reset the stash and a waiting frame are simply forgotten, like everything
+ * the driver had offered. */
 #include <endian.h>
 #include <errno.h>
 #include <string.h>
@@ -71,9 +80,11 @@ static bool rx_stash_take(struct virtio_net *net, const struct virtq_chain *chai
 	}
 	if (buf->len < NET_HDR_LEN)
 		return false;
+	buf->ring_descs = chain->ring_descs;
 	rx->count++;
 	rx->iov_count += buf->iov_count;
 	rx->capacity += buf->len;
+	rx->ring_descs += buf->ring_descs;
 	rx->held[chain->head] = true;
 	return true;
 }
@@ -86,9 +97,10 @@ static void rx_stash_add(struct virtio_net *net, const struct virtq_chain *chain
 	}
 }
 
-/* Tops the stash up from the receive queue. False when it stays empty: then, with
- * EVENT_IDX, the driver has been asked to notify its next buffer (§2.7.10). */
-static bool rx_fill(struct virtio_net *net)
+/* Tops the stash up from the receive queue until it is full. If it then holds fewer
+ * than need bytes, with EVENT_IDX the driver has been asked to notify its next buffer
+ * (§2.7.10). */
+static void rx_fill(struct virtio_net *net, uint64_t need)
 {
 	struct virtq *vq = net_rxq(net);
 	bool rearmed = false;
@@ -97,25 +109,30 @@ static bool rx_fill(struct virtio_net *net)
 		int got = virtq_pop(vq, &net->chain);
 		if (got < 0) {
 			net_break(net, "broken receive chain");
-			return false;
+			return;
 		}
 		if (got > 0) {
 			rearmed = false;
 			if (net->chain.head >= NET_QUEUE_SIZE || net->rx.held[net->chain.head]) {
 				net_break(net,
 					  "the driver offered a receive buffer the device holds");
-				return false;
+				return;
 			}
 			rx_stash_add(net, &net->chain);
 			continue;
 		}
-		/* Only an empty stash waits for the driver. */
-		if (net->rx.count > 0 || rearmed || !vq->event_idx)
-			break;
+		if (net->rx.capacity >= need || rearmed || !vq->event_idx)
+			return;
 		virtq_set_avail_event(vq);
 		rearmed = true;
 	}
-	return net->rx.count > 0;
+}
+
+/* Whether the driver may still add buffers: not once the stash takes no more, or holds
+ * every descriptor of the queue's table. */
+static bool rx_stash_can_grow(const struct virtio_net *net)
+{
+	return !rx_stash_full(net) && net->rx.ring_descs < net->dev.queues[NET_RX_QUEUE].size;
 }
 
 /* Drops the first count buffers, which hold iov_count iovecs, from the stash. */
@@ -123,6 +140,7 @@ static void rx_stash_consume(struct net_rx_stash *rx, unsigned count, unsigned i
 {
 	for (unsigned i = 0; i < count; i++) {
 		rx->capacity -= rx->buf[i].len;
+		rx->ring_descs -= rx->buf[i].ring_descs;
 		rx->held[rx->buf[i].head] = false;
 	}
 	memmove(rx->buf, rx->buf + count, (rx->count - count) * sizeof(rx->buf[0]));
@@ -200,32 +218,87 @@ static void rx_backend_failed(struct virtio_net *net, const char *why)
 	}
 }
 
-/* Reads one frame into the stash's buffers. False when there is nothing more to do in
- * this turn: no frame, no buffer (rx_waiting is set), or a broken queue. */
+/* One read of the backend into iov[0, n): the frame's length; 0 when there is no frame
+ * now, or the backend failed (it is then no longer read); -EINTR when a signal came
+ * first. */
+static ssize_t rx_read(struct virtio_net *net, const struct iovec *iov, unsigned n)
+{
+	ssize_t got = readv(net->fd, iov, (int)n);
+
+	if (got > 0)
+		return got;
+	if (got < 0 && errno == EINTR)
+		return -EINTR;
+	if (got == 0)
+		rx_backend_failed(net, "end of file");
+	else if (errno != EAGAIN && errno != EWOULDBLOCK)
+		rx_backend_failed(net, strerror(errno));
+	return 0;
+}
+
+/* Whether a frame of n bytes read from the backend is one to give: no longer than the
+ * buffers it was read into (the spare byte), no shorter than the headers. */
+static bool rx_frame_sane(ssize_t n, uint64_t room)
+{
+	return (uint64_t)n <= room && (size_t)n >= NET_HDR_LEN + ETH_HLEN;
+}
+
+/* Gives the waiting frame to the driver once the stash holds it; drops it if the
+ * queue can never hold it at once. False while it waits for buffers (rx_waiting). */
+static bool rx_give_waiting_frame(struct virtio_net *net)
+{
+	struct net_rx_stash *rx = &net->rx;
+	uint32_t n = rx->waiting_len;
+
+	rx_fill(net, n);
+	if (net->broken)
+		return false;
+	if (rx->capacity < n && rx_stash_can_grow(net)) {
+		net->rx_waiting = true;
+		return false;
+	}
+	rx->waiting_len = 0;
+	if (rx->capacity < n) {
+		net->stats.rx_dropped++;
+		return true;
+	}
+	iov_copy(rx->iov, rx->iov_count, 0, rx->waiting_frame, n, true);
+	if (!rx_deliver(net, n))
+		net->stats.rx_dropped++;
+	return true;
+}
+
 bool net_rx_receive_one(struct virtio_net *net)
 {
 	struct net_rx_stash *rx = &net->rx;
 
-	if (!rx_fill(net)) {
-		net->rx_waiting = !net->broken;
+	if (rx->waiting_len > 0)
+		return rx_give_waiting_frame(net);
+	rx_fill(net, NET_HDR_LEN);
+	if (net->broken)
 		return false;
+	if (rx->count == 0) {
+		net->rx_waiting = true;
+		return false;
+	}
+	if (!rx_stash_full(net)) {
+		struct iovec aside = {rx->waiting_frame, sizeof(rx->waiting_frame)};
+		ssize_t n = rx_read(net, &aside, 1);
+		if (n <= 0)
+			return n == -EINTR;
+		if (!rx_frame_sane(n, NET_MAX_PACKET)) {
+			net->stats.rx_dropped++;
+			return true;
+		}
+		rx->waiting_len = (uint32_t)n;
+		return rx_give_waiting_frame(net);
 	}
 	rx->iov[rx->iov_count] = (struct iovec){&rx->spare, 1};
-	ssize_t n = readv(net->fd, rx->iov, (int)rx->iov_count + 1);
-	if (n < 0) {
-		if (errno == EINTR)
-			return true;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			rx_backend_failed(net, strerror(errno));
-		return false;
-	}
-	if (n == 0) {
-		rx_backend_failed(net, "end of file");
-		return false;
-	}
+	ssize_t n = rx_read(net, rx->iov, rx->iov_count + 1);
+	if (n <= 0)
+		return n == -EINTR;
 	/* Too big for the buffers, shorter than the headers, or not for this driver. */
-	if ((uint64_t)n > rx->capacity || (size_t)n < NET_HDR_LEN + ETH_HLEN ||
-	    !rx_deliver(net, (uint64_t)n))
+	if (!rx_frame_sane(n, rx->capacity) || !rx_deliver(net, (uint64_t)n))
 		net->stats.rx_dropped++;
 	return true;
 }

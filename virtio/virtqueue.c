@@ -164,11 +164,14 @@ static int walk_chain(const struct virtq *q, uint16_t head, struct virtq_chain *
 	chain->readable_count = 0;
 	chain->readable_len = 0;
 	chain->writable_len = 0;
+	chain->ring_descs = 0;
 	for (;;) {
 		struct vring_desc d;
 
 		if (budget-- == 0 || idx >= table_len || !read_desc(q, table, idx, &d))
 			return -EIO;
+		if (!indirect)
+			chain->ring_descs++;
 		if (d.flags & VRING_DESC_F_INDIRECT) {
 			/* §2.7.5.3.1: no table inside a table, no NEXT beside INDIRECT. */
 			if (indirect || (d.flags & VRING_DESC_F_NEXT))

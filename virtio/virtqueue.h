@@ -44,6 +44,9 @@ struct virtq_chain {
 	uint32_t readable_count;
 	uint64_t readable_len;
 	uint64_t writable_len;
+	/* Descriptors of the queue's own table the chain takes (an indirect table counts
+	 * as its one descriptor there): what the driver gets back when it is used. */
+	uint32_t ring_descs;
 	struct virtq_segment seg[VIRTQ_MAX_SEGMENTS];
 };
 
