@@ -79,8 +79,11 @@ test_twenty_concurrent_vsock_connections_each_echo_their_own_data() {
 	local uds=$WORK/v4.sock
 	rm -f "${uds}_6002"
 	# An echo server on the host: one cat per connection, room for all 20 in its
-	# backlog, listening before the guest boots.
-	timeout 300 socat "UNIX-LISTEN:${uds}_6002,fork,backlog=32" SYSTEM:cat &
+	# backlog, listening before the guest boots. -t 120: once the guest's side ends,
+	# socat waits only -t seconds (0.5 by default) for cat to echo the rest before it
+	# closes; under nested emulation 20 echoes can take longer, which cut three of
+	# them short in a CI pre-check (cat: Broken pipe).
+	timeout 300 socat -t 120 "UNIX-LISTEN:${uds}_6002,fork,backlog=32" SYSTEM:cat &
 	local server=$!
 	local i
 	for i in $(seq 1 100); do [ -S "${uds}_6002" ] && break; sleep 0.1; done
