@@ -337,8 +337,10 @@ boot_outer() {
 	wait "$watcher" 2>/dev/null || :
 	[ -z "$reader" ] || wait "$reader"
 	trap - TERM INT HUP
-	[ ! -f "$run/share/status" ] && [ ! -f "$run/share/failure" ] && [ ! -e "$run/stalled" ] ||
+	# The rest is for a guest that ended on its own before reporting anything.
+	if [ -f "$run/share/status" ] || [ -f "$run/share/failure" ] || [ -e "$run/stalled" ]; then
 		return 0
+	fi
 	# A panic that ended the guest before it reported the command's status.
 	if [ -e "$run/panicked" ]; then
 		echo "kvm-run: the outer guest's kernel panicked" >&2
