@@ -14,10 +14,17 @@ set -eu
 : "${MOTE_BIN:?}" "${MOTE_MEASURE_BIN:?}" "${MOTE_KERNEL_DIR:?}" "${MOTE_INITRD:?}"
 RUNS=${MOTE_BENCH_RUNS:-10}
 MEM=${MOTE_BENCH_MEM:-128M}
-KERNEL=$MOTE_KERNEL_DIR/${MOTE_BENCH_KERNEL:-vmlinux}
-CMDLINE="console=ttyS0 reboot=t panic=1 quiet"
+# The same for both monitors; noreplace-smp as in mote's default (mote.h).
+CMDLINE="console=ttyS0 reboot=t panic=1 quiet noreplace-smp"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# Both monitors read the kernel and initramfs from a copy in memory, as a host that
+# boots VMs often has them in its page cache; under tools/kvm-run.sh the originals
+# sit on a 9p share, which is read anew on every open.
+cp "$MOTE_KERNEL_DIR/${MOTE_BENCH_KERNEL:-vmlinux}" "$MOTE_INITRD" "$work/"
+KERNEL=$work/${MOTE_BENCH_KERNEL:-vmlinux}
+INITRD=$work/$(basename "$MOTE_INITRD")
 
 [ -c /dev/kvm ] || { echo "boot benchmark: /dev/kvm missing; use benchmarks/run-boot.sh" >&2; exit 1; }
 
@@ -25,7 +32,7 @@ trap 'rm -rf "$work"' EXIT
 RUN_TIMEOUT=${MOTE_BENCH_TIMEOUT:-120}
 
 run_mote() {
-	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" \
+	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$INITRD" \
 		--mem "$MEM" --cpus 1 --cmdline "$CMDLINE" --quiet
 }
 
@@ -34,7 +41,7 @@ run_mote() {
 run_qemu() {
 	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" qemu-system-x86_64 -M microvm,acpi=off,pit=off,pic=off,rtc=off \
 		-accel kvm -cpu host -m "$MEM" -smp 1 -nodefaults -no-user-config -nographic \
-		-serial stdio -no-reboot -kernel "$KERNEL" -initrd "$MOTE_INITRD" \
+		-serial stdio -no-reboot -kernel "$KERNEL" -initrd "$INITRD" \
 		-append "$CMDLINE" -device isa-debug-exit,iobase=0xf4,iosize=4
 }
 
@@ -43,7 +50,7 @@ run_mote >/dev/null
 run_qemu >/dev/null
 
 # Guest memory touched, from mote's own report (mincore of guest RAM at exit).
-touched_kib=$(timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$MOTE_INITRD" --mem "$MEM" \
+touched_kib=$(timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$INITRD" --mem "$MEM" \
 	--cpus 1 --cmdline "$CMDLINE" </dev/null 2>&1 >/dev/null |
 	sed -n 's/.*guest memory touched: \([0-9]*\) KiB.*/\1/p')
 

@@ -14,9 +14,9 @@ tools/setup.sh
 kernel_dir=$(tools/build-kernel.sh)
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/release -j"$(nproc)" >/dev/null
-tools/build-initramfs.sh build/release/initramfs.cpio.gz build/release/mote-init
+tools/build-initramfs.sh build/release/initramfs.cpio build/release/mote-init
 
 exec tools/kvm-run.sh "$root/build/release/mote" run \
-	--kernel "$kernel_dir/vmlinux" --initrd "$root/build/release/initramfs.cpio.gz" \
+	--kernel "$kernel_dir/vmlinux" --initrd "$root/build/release/initramfs.cpio" \
 	--cpus 2 --mem 256M \
 	--cmdline "console=ttyS0 reboot=k panic=1 quiet mote.run=\"$command\""

@@ -55,13 +55,13 @@ cmake --install build/clang --prefix "$root/build/install-root" >/dev/null
 tools/check-install.sh "$root/build/install-root"
 
 stage "integration tests (real KVM)"
-tools/build-initramfs.sh build/test/initramfs.cpio.gz build/test/mote-init
+tools/build-initramfs.sh build/test/initramfs.cpio build/test/mote-init
 tools/build-rootfs.sh build/test/rootfs.ext4 build/test/mote-init build/test/mote-pattern \
 	build/test/mote-pipe
 # Up to eight boots of the outer guest: a CI run on 2026-12-05 lost five to emulator
 # stalls, each resuming where the last stopped. The time budget bounds them all.
 MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
-	MOTE_INITRD=$root/build/test/initramfs.cpio.gz MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
+	MOTE_INITRD=$root/build/test/initramfs.cpio MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
 	MOTE_PATTERN=$root/build/test/mote-pattern \
 	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} \
 	MOTE_OUTER_TIMEOUT=${MOTE_OUTER_TIMEOUT:-$((budget - ($(date +%s) - began)))} \

@@ -106,10 +106,13 @@ struct mote_config {
 	void *log_opaque;
 };
 
-/* The command line used when mote_config.cmdline is NULL (Firecracker's spirit). */
+/* The command line used when mote_config.cmdline is NULL (Firecracker's spirit).
+ * noreplace-smp: a kernel that boots with one CPU otherwise rewrites every lock prefix
+ * in its text, one text_poke() each (arch/x86/kernel/alternative.c), which was a
+ * seventh of a nested boot; with more CPUs it changes nothing. */
 #define MOTE_DEFAULT_CMDLINE                                                                       \
 	"console=ttyS0 reboot=k panic=1 nomodule i8042.noaux i8042.nomux i8042.dumbkbd "           \
-	"swiotlb=noforce"
+	"swiotlb=noforce noreplace-smp"
 
 /* Defaults: 1 vCPU, 128 MiB, console on stdin/stdout. */
 MOTE_API void mote_config_init(struct mote_config *config);

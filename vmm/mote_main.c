@@ -47,7 +47,7 @@ static const char usage[] =
     "\n"
     "run options:\n"
     "  --kernel PATH        ELF vmlinux or bzImage (required, here or in --config)\n"
-    "  --initrd PATH        initramfs (cpio, optionally gzip-compressed)\n"
+    "  --initrd PATH        initramfs (newc cpio, uncompressed or compressed)\n"
     "  --cmdline STR        guest kernel command line (default: " MOTE_DEFAULT_CMDLINE ")\n"
     "  --cpus N             vCPUs, 1 to 32 (default 1)\n"
     "  --mem SIZE           guest memory: 128M, 2G, plain number = MiB (default 128M)\n"

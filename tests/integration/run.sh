@@ -14,12 +14,17 @@ set -u
 VMLINUX=$MOTE_KERNEL_DIR/vmlinux
 BZIMAGE=$MOTE_KERNEL_DIR/bzImage
 # quiet: every console character is a VM exit, and under nested emulation each costs.
-BASE_CMDLINE="console=ttyS0 reboot=k panic=1 quiet"
+# noreplace-smp: see MOTE_DEFAULT_CMDLINE in mote.h.
+BASE_CMDLINE="console=ttyS0 reboot=k panic=1 quiet noreplace-smp"
 WORK=$(mktemp -d "${MOTE_SCRATCH:-/tmp}/mote-it.XXXXXX")
 # Only this shell cleans up: a subshell killed before it has reset its traps (finish's
 # watcher, killed at once when its process had already ended) would run this trap too
 # and remove the work directory under the tests still to come.
 trap '[ "$BASHPID" = "$$" ] && rm -rf "$WORK"' EXIT
+# Every boot reads the initramfs. Under tools/kvm-run.sh it sits on a 9p share that is
+# read anew on each open, so the tests boot from a copy in the page cache.
+cp "$MOTE_INITRD" "$WORK/initramfs.cpio" || exit 1
+MOTE_INITRD=$WORK/initramfs.cpio
 # Generous: under TCG-nested KVM a boot takes seconds, not milliseconds.
 TIMEOUT=${MOTE_TEST_TIMEOUT:-120}
 
