@@ -34,7 +34,10 @@ int file_image_open(const char *path, struct file_image *image)
 
 int file_image_map(struct file_image *image)
 {
-	void *data = mmap(NULL, image->size, PROT_READ, MAP_PRIVATE, image->fd, 0);
+	/* MAP_POPULATE: the loader reads most of the file once, front to back, and a page
+	 * fault per 4 KiB page cost more than the copy itself (nested, a 17 MiB vmlinux
+	 * took 170-240 ms to load faulting page by page, ~50 ms populated). */
+	void *data = mmap(NULL, image->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, image->fd, 0);
 
 	if (data == MAP_FAILED)
 		return -errno;
