@@ -150,6 +150,32 @@ static void memory_file_of_another_size_is_refused(void **state)
 	assert_null(mem.base);
 }
 
+/* Counted whole: 4 KiB pages, or 2 MiB ones where the host gives shmem huge pages. */
+static void touched_bytes_count_the_pages_written(void **state)
+{
+	struct guest_memory mem;
+	(void)state;
+	assert_int_equal(guest_memory_create(&mem, 64 * MIB, NULL), 0);
+	assert_int_equal(guest_memory_resident_bytes(&mem), 0);
+	assert_int_equal(guest_memory_write(&mem, 0, "a", 1), 0);
+	assert_int_equal(guest_memory_write(&mem, 32 * MIB, "b", 1), 0);
+	uint64_t touched = guest_memory_resident_bytes(&mem);
+	assert_in_range(touched, 2 * 4096, 2 * 2 * MIB);
+	assert_int_equal(touched % 4096, 0);
+	guest_memory_destroy(&mem);
+}
+
+static void touched_bytes_of_memory_from_a_file_count_its_resident_pages(void **state)
+{
+	struct guest_memory mem;
+	(void)state;
+	int fd = memory_file(32 * MIB);
+	assert_int_equal(guest_memory_create_from_file(&mem, 32 * MIB, fd, NULL), 0);
+	assert_int_equal(guest_memory_write(&mem, 16 * MIB, "c", 1), 0);
+	assert_in_range(guest_memory_resident_bytes(&mem), 4096, 32 * MIB);
+	guest_memory_destroy(&mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -161,6 +187,8 @@ int main(void)
 	    cmocka_unit_test(monitor_writes_are_recorded_per_page_when_tracking),
 	    cmocka_unit_test(memory_from_a_file_is_private_and_leaves_the_file_unchanged),
 	    cmocka_unit_test(memory_file_of_another_size_is_refused),
+	    cmocka_unit_test(touched_bytes_count_the_pages_written),
+	    cmocka_unit_test(touched_bytes_of_memory_from_a_file_count_its_resident_pages),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
