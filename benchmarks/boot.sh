@@ -49,7 +49,7 @@ run_qemu() {
 run_mote >/dev/null
 run_qemu >/dev/null
 
-# Guest memory touched, from mote's own report (mincore of guest RAM at exit).
+# Guest memory touched, from mote's own report at exit (the pages its memfd holds).
 touched_kib=$(timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$INITRD" --mem "$MEM" \
 	--cpus 1 --cmdline "$CMDLINE" </dev/null 2>&1 >/dev/null |
 	sed -n 's/.*guest memory touched: \([0-9]*\) KiB.*/\1/p')

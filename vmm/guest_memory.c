@@ -204,16 +204,17 @@ int guest_memory_write(const struct guest_memory *mem, uint64_t guest_addr, cons
 
 uint64_t guest_memory_resident_bytes(const struct guest_memory *mem)
 {
-	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	const uint64_t chunk_pages = 4096;
-	unsigned char vec[4096];
-	uint64_t resident = 0;
 	struct stat st;
 
 	/* A memfd counts the pages it holds in st_blocks (512-byte units), one call for
 	 * any guest size; mincore() below walks every page, ~2 ms per 16 MiB nested. */
 	if (mem->memfd >= 0 && fstat(mem->memfd, &st) == 0)
 		return (uint64_t)st.st_blocks * 512;
+
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uint64_t chunk_pages = 4096;
+	unsigned char vec[4096];
+	uint64_t resident = 0;
 
 	/* mincore() in chunks: one byte per page, bounded stack. */
 	for (uint64_t offset = 0; offset < mem->size; offset += chunk_pages * page) {
