@@ -1,7 +1,8 @@
 /* ELF vmlinux and bzImage loading. Every image byte is read after a bounds check
- * against size, and every guest byte is written through guest_memory_ptr(). The
- * image is validated completely before anything is copied, so a rejected kernel
- * leaves guest memory untouched. */
+ * against the image's size, and every guest byte is written through
+ * guest_memory_ptr(). The image is validated completely before anything is copied, so
+ * a rejected kernel leaves guest memory untouched (a read error while copying may
+ * not). */
 #include "kernel_loader.h"
 
 #include <asm/bootparam.h>
@@ -10,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "../vmm/file_image.h"
 #include "layout.h"
 
 /* Offsets into a bzImage (Documentation/x86/boot.rst, "The Real-Mode Kernel Header"). */
@@ -29,6 +31,27 @@
  * one kernel equivalent. */
 #define ELF_DEFAULT_CMDLINE_SIZE 2047
 #define ELF_DEFAULT_INITRD_ADDR_MAX 0x7fffffffU
+
+/* Copies len bytes at offset, which the caller has checked lie inside the image. */
+static int source_read(const struct kernel_source *src, uint64_t offset, void *dst, size_t len)
+{
+	if (src->data) {
+		memcpy(dst, src->data + offset, len);
+		return 0;
+	}
+	return file_read_at(src->fd, dst, len, offset);
+}
+
+static int source_read_logged(const struct kernel_source *src, uint64_t offset, void *dst,
+			      size_t len, const struct mote_log *log)
+{
+	int err = source_read(src, offset, dst, len);
+
+	if (err)
+		log_error(log, "reading the kernel at 0x%llx+0x%zx: %s", (unsigned long long)offset,
+			  len, strerror(-err));
+	return err;
+}
 
 static int elf_check_phdr(const struct guest_memory *mem, const Elf64_Phdr *ph, unsigned index,
 			  size_t size, const struct mote_log *log)
@@ -91,9 +114,10 @@ static int elf_check_header(const Elf64_Ehdr *eh, size_t size, const struct mote
 	return 0;
 }
 
-static int elf_load(struct guest_memory *mem, const uint8_t *image, size_t size,
+static int elf_load(struct guest_memory *mem, const struct kernel_source *src,
 		    struct kernel_image_info *info, const struct mote_log *log)
 {
+	size_t size = src->size;
 	Elf64_Ehdr eh;
 	Elf64_Phdr ph;
 	uint64_t start = UINT64_MAX, end = 0;
@@ -104,15 +128,19 @@ static int elf_load(struct guest_memory *mem, const uint8_t *image, size_t size,
 		log_error(log, "kernel ELF: %zu bytes is shorter than the ELF header", size);
 		return -ENOEXEC;
 	}
-	/* Copied out: the image buffer has no alignment guarantee. */
-	memcpy(&eh, image, sizeof(eh));
-	err = elf_check_header(&eh, size, log);
+	/* Read into locals: an image buffer has no alignment guarantee. */
+	err = source_read_logged(src, 0, &eh, sizeof(eh), log);
+	if (!err)
+		err = elf_check_header(&eh, size, log);
 	if (err)
 		return err;
 
 	/* First pass validates everything, second copies: no half-loaded kernel. */
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		memcpy(&ph, image + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+		err = source_read_logged(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph,
+					 sizeof(ph), log);
+		if (err)
+			return err;
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
 		err = elf_check_phdr(mem, &ph, i, size, log);
@@ -136,11 +164,16 @@ static int elf_load(struct guest_memory *mem, const uint8_t *image, size_t size,
 	}
 
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		memcpy(&ph, image + eh.e_phoff + (uint64_t)i * sizeof(ph), sizeof(ph));
+		err = source_read_logged(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph,
+					 sizeof(ph), log);
+		if (err)
+			return err;
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
-		memcpy(dst, image + ph.p_offset, ph.p_filesz);
+		err = source_read_logged(src, ph.p_offset, dst, ph.p_filesz, log);
+		if (err)
+			return err;
 		/* The bss tail: guest memory may hold a previous boot's bytes. */
 		memset(dst + ph.p_filesz, 0, ph.p_memsz - ph.p_filesz);
 	}
@@ -183,16 +216,20 @@ static int bzimage_check_header(const struct setup_header *hdr, size_t hdr_end,
 	return 0;
 }
 
-static int bzimage_load(struct guest_memory *mem, const uint8_t *image, size_t size,
-			struct kernel_image_info *info, const struct mote_log *log)
+/* head: the image's first bytes, all of them up to 0x202 + 0xff, the furthest a setup
+ * header can end (its length is one byte at 0x201). */
+static int bzimage_load(struct guest_memory *mem, const struct kernel_source *src,
+			const uint8_t *head, struct kernel_image_info *info,
+			const struct mote_log *log)
 {
+	size_t size = src->size;
 	struct setup_header hdr;
 	size_t hdr_end, copy_len, setup_size, code_size;
 	uint64_t runtime_start, runtime_end;
 	uint8_t *dst;
 	int err;
 
-	hdr_end = BZ_HEADER_MAGIC_OFFSET + (size_t)image[BZ_JUMP_END_OFFSET];
+	hdr_end = BZ_HEADER_MAGIC_OFFSET + (size_t)head[BZ_JUMP_END_OFFSET];
 	if (hdr_end > size) {
 		log_error(log, "bzImage: setup header ends at 0x%zx, past the %zu-byte image",
 			  hdr_end, size);
@@ -200,7 +237,7 @@ static int bzimage_load(struct guest_memory *mem, const uint8_t *image, size_t s
 	}
 	memset(&hdr, 0, sizeof(hdr));
 	copy_len = hdr_end - BZ_SETUP_HEADER_OFFSET;
-	memcpy(&hdr, image + BZ_SETUP_HEADER_OFFSET,
+	memcpy(&hdr, head + BZ_SETUP_HEADER_OFFSET,
 	       copy_len < sizeof(hdr) ? copy_len : sizeof(hdr));
 	err = bzimage_check_header(&hdr, hdr_end, log);
 	if (err)
@@ -242,7 +279,9 @@ static int bzimage_load(struct guest_memory *mem, const uint8_t *image, size_t s
 	runtime_end = runtime_start + hdr.init_size;
 
 	dst = guest_memory_ptr(mem, LAYOUT_KERNEL_ADDR, code_size);
-	memcpy(dst, image + setup_size, code_size);
+	err = source_read_logged(src, setup_size, dst, code_size, log);
+	if (err)
+		return err;
 
 	info->format = KERNEL_FORMAT_BZIMAGE;
 	info->entry = LAYOUT_KERNEL_ADDR + BZ_ENTRY_64_OFFSET;
@@ -252,22 +291,31 @@ static int bzimage_load(struct guest_memory *mem, const uint8_t *image, size_t s
 		info->load_end = runtime_end;
 	info->setup_header_len =
 	    copy_len < sizeof(info->setup_header) ? copy_len : sizeof(info->setup_header);
-	memcpy(info->setup_header, image + BZ_SETUP_HEADER_OFFSET, info->setup_header_len);
+	memcpy(info->setup_header, head + BZ_SETUP_HEADER_OFFSET, info->setup_header_len);
 	info->protocol_version = hdr.version;
 	info->cmdline_size = hdr.cmdline_size;
 	info->initrd_addr_max = hdr.initrd_addr_max;
 	return 0;
 }
 
-int kernel_load(struct guest_memory *mem, const uint8_t *image, size_t size,
+int kernel_load(struct guest_memory *mem, const struct kernel_source *src,
 		struct kernel_image_info *info, const struct mote_log *log)
 {
+	/* Enough for either format's magic and for the longest bzImage setup header. */
+	uint8_t head[BZ_HEADER_MAGIC_OFFSET + 0x100];
+	size_t size = src->size;
+	size_t head_len = size < sizeof(head) ? size : sizeof(head);
+	int err;
+
 	memset(info, 0, sizeof(*info));
-	if (size >= SELFMAG && memcmp(image, ELFMAG, SELFMAG) == 0)
-		return elf_load(mem, image, size, info, log);
-	if (size >= BZ_HEADER_MAGIC_OFFSET + 4 &&
-	    memcmp(image + BZ_HEADER_MAGIC_OFFSET, BZ_HEADER_MAGIC, 4) == 0)
-		return bzimage_load(mem, image, size, info, log);
+	err = source_read_logged(src, 0, head, head_len, log);
+	if (err)
+		return err;
+	if (head_len >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0)
+		return elf_load(mem, src, info, log);
+	if (head_len >= BZ_HEADER_MAGIC_OFFSET + 4 &&
+	    memcmp(head + BZ_HEADER_MAGIC_OFFSET, BZ_HEADER_MAGIC, 4) == 0)
+		return bzimage_load(mem, src, head, info, log);
 	log_error(log,
 		  "kernel image (%zu bytes) is neither an ELF vmlinux nor a bzImage (no \"HdrS\" "
 		  "at 0x202)",

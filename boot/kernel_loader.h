@@ -34,11 +34,20 @@ struct kernel_image_info {
 	uint32_t initrd_addr_max;
 };
 
-/* Parses image (size bytes, entirely in host memory) and copies the kernel into mem.
- * Rejects with -ENOEXEC and a message anything that is neither format, is truncated,
- * has segments outside guest RAM or below 1 MiB, or a bzImage older than protocol 2.12
- * or without XLF_KERNEL_64. */
-int kernel_load(struct guest_memory *mem, const uint8_t *image, size_t size,
+/* Where the image's bytes come from: a buffer holding all of it, or a file read with
+ * pread() straight into guest memory, so that the monitor never holds the image (a
+ * 17 MiB vmlinux of which the guest needs 10). */
+struct kernel_source {
+	const uint8_t *data; /* the whole image; NULL: read it from fd */
+	int fd;
+	size_t size; /* the image's length in bytes */
+};
+
+/* Parses the image and copies the kernel into mem. Rejects with -ENOEXEC and a message
+ * anything that is neither format, is truncated, has segments outside guest RAM or
+ * below 1 MiB, or a bzImage older than protocol 2.12 or without XLF_KERNEL_64; -EIO or
+ * the read's errno when the file cannot be read (or shrank) while loading. */
+int kernel_load(struct guest_memory *mem, const struct kernel_source *src,
 		struct kernel_image_info *info, const struct mote_log *log);
 
 #endif

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_image.h"
+
 /* Writes are gathered into runs of consecutive pages up to this size. */
 #define SNAPSHOT_RUN_MAX (1u << 20)
 
@@ -101,21 +103,6 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 	return ret;
 }
 
-static int read_all(int fd, uint8_t *data, uint64_t len, uint64_t offset)
-{
-	while (len) {
-		ssize_t n = pread(fd, data, len, (off_t)offset);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO; /* shorter than it said */
-		data += n;
-		len -= (uint64_t)n;
-		offset += (uint64_t)n;
-	}
-	return 0;
-}
-
 int snapshot_memory_apply_diff(struct guest_memory *mem, int fd, const char *path,
 			       const struct mote_log *log)
 {
@@ -138,7 +125,7 @@ int snapshot_memory_apply_diff(struct guest_memory *mem, int fd, const char *pat
 		}
 		off_t hole = lseek(fd, data, SEEK_HOLE);
 		uint64_t end = hole < 0 || (uint64_t)hole > mem->size ? mem->size : (uint64_t)hole;
-		int ret = read_all(fd, mem->base + data, end - (uint64_t)data, (uint64_t)data);
+		int ret = file_read_at(fd, mem->base + data, end - (uint64_t)data, (uint64_t)data);
 		if (ret) {
 			log_error(log, "diff memory file %s: %s", path, strerror(-ret));
 			return ret;

@@ -427,13 +427,11 @@ static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
 	struct cmdline *cmdline;
 	int ret;
 
-	ret = file_image_map(kernel_file);
-	if (ret) {
-		log_error(&vm->log, "mapping the kernel: %s", strerror(-ret));
-		return ret;
-	}
-	ret = kernel_load(&vm->mem, kernel_file->data, kernel_file->size, &kernel, &vm->log);
-	/* The guest has its copy; the file's pages need not stay in mote's RSS. */
+	/* Read with pread() straight into guest memory: mapping the whole file to copy
+	 * from it put all of a 17 MiB vmlinux in mote's RSS for 10 MiB of kernel, and was
+	 * slower (populating the mapping, then unmapping it). */
+	const struct kernel_source source = {.fd = kernel_file->fd, .size = kernel_file->size};
+	ret = kernel_load(&vm->mem, &source, &kernel, &vm->log);
 	file_image_release(kernel_file);
 	if (ret)
 		return ret;

@@ -19,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		ready = 1;
 	}
-	kernel_load(&mem, data, size, &info, NULL);
+	const struct kernel_source src = {.data = data, .fd = -1, .size = size};
+	kernel_load(&mem, &src, &info, NULL);
 	return 0;
 }

@@ -1,5 +1,6 @@
-/* kernel_load(): synthetic ELF and bzImage images built in memory. Every malformed
- * image must give -ENOEXEC without touching memory it should not (run under ASan). */
+/* kernel_load(): synthetic ELF and bzImage images built in memory, loaded from a
+ * buffer and from a file. Every malformed image must give -ENOEXEC without touching
+ * memory it should not (run under ASan). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "boot/kernel_loader.h"
 #include "boot/layout.h"
@@ -144,7 +147,8 @@ static int load_prefix(struct fixture *f, size_t size)
 
 	assert_non_null(copy);
 	memcpy(copy, f->img.bytes, size);
-	ret = kernel_load(&f->mem, copy, size, &f->info, NULL);
+	const struct kernel_source src = {.data = copy, .fd = -1, .size = size};
+	ret = kernel_load(&f->mem, &src, &f->info, NULL);
 	free(copy);
 	return ret;
 }
@@ -152,6 +156,20 @@ static int load_prefix(struct fixture *f, size_t size)
 static int load(struct fixture *f)
 {
 	return load_prefix(f, f->img.size);
+}
+
+/* Loads from a file holding the image's first file_len bytes, said to hold size. */
+static int load_file(struct fixture *f, size_t file_len, size_t size)
+{
+	int fd = memfd_create("kernel", MFD_CLOEXEC);
+	int ret;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, f->img.bytes, file_len), (ssize_t)file_len);
+	const struct kernel_source src = {.fd = fd, .size = size};
+	ret = kernel_load(&f->mem, &src, &f->info, NULL);
+	close(fd);
+	return ret;
 }
 
 static void elf_vmlinux_loads_at_its_physical_address_with_its_entry(void **state)
@@ -367,6 +385,44 @@ static void bzimage_loads_protected_mode_code_at_1mib_with_entry_plus_0x200(void
 			    f->img.bytes + BZ_CODE_OFFSET, BZ_CODE_SIZE);
 }
 
+static void both_formats_load_from_a_file_as_from_a_buffer(void **state)
+{
+	struct fixture *f = *state;
+	struct kernel_image_info from_buffer;
+	uint8_t *seg = guest_memory_ptr(&f->mem, ELF_SEG_PADDR, ELF_SEG_MEMSZ);
+	uint8_t *code = guest_memory_ptr(&f->mem, LAYOUT_KERNEL_ADDR, BZ_CODE_SIZE);
+
+	elf_build(&f->img);
+	assert_int_equal(load(f), 0);
+	from_buffer = f->info;
+	memset(seg, 0xaa, ELF_SEG_MEMSZ);
+	assert_int_equal(load_file(f, f->img.size, f->img.size), 0);
+	assert_memory_equal(&f->info, &from_buffer, sizeof(from_buffer));
+	assert_memory_equal(seg, f->img.bytes + ELF_SEG_OFFSET, ELF_SEG_FILESZ);
+	assert_int_equal(seg[ELF_SEG_MEMSZ - 1], 0);
+
+	bz_build(&f->img);
+	assert_int_equal(load(f), 0);
+	from_buffer = f->info;
+	memset(code, 0xaa, BZ_CODE_SIZE);
+	assert_int_equal(load_file(f, f->img.size, f->img.size), 0);
+	assert_memory_equal(&f->info, &from_buffer, sizeof(from_buffer));
+	assert_memory_equal(code, f->img.bytes + BZ_CODE_OFFSET, BZ_CODE_SIZE);
+}
+
+/* The file was opened at one size and shrank before the loader read it all. */
+static void a_kernel_file_that_ends_early_is_an_error(void **state)
+{
+	struct fixture *f = *state;
+
+	elf_build(&f->img);
+	assert_int_equal(load_file(f, ELF_SEG_OFFSET + 1, f->img.size), -EIO);
+	assert_int_equal(load_file(f, 0x40, f->img.size), -EIO); /* cut after the ELF header */
+	bz_build(&f->img);
+	assert_int_equal(load_file(f, BZ_CODE_OFFSET + 1, f->img.size), -EIO);
+	assert_int_equal(load_file(f, 0x100, f->img.size), -EIO); /* cut in the setup header */
+}
+
 static void bzimage_load_end_covers_init_size_from_pref_address(void **state)
 {
 	struct fixture *f = *state;
@@ -547,6 +603,10 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		bzimage_loads_protected_mode_code_at_1mib_with_entry_plus_0x200, setup, teardown),
+	    cmocka_unit_test_setup_teardown(both_formats_load_from_a_file_as_from_a_buffer, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(a_kernel_file_that_ends_early_is_an_error, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(bzimage_load_end_covers_init_size_from_pref_address,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(bzimage_setup_header_is_copied_up_to_its_declared_end,
