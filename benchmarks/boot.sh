@@ -1,9 +1,9 @@
 #!/bin/bash
 # Boot latency and memory: mote against QEMU's microvm machine, same kernel, initramfs,
 # memory and command line, interleaved runs in one session. Each run is timed from
-# process start to process exit after guest-init's boot-complete write (QEMU's
-# isa-debug-exit on the same port ends QEMU at that write; mote ends at guest-init's
-# power-off write right after it, so mote also pays for one console line).
+# process start to process exit after guest-init's boot-complete write: QEMU's
+# isa-debug-exit on the same port ends QEMU at that write, mote's --exit-at-boot ends
+# mote at it.
 #
 # Usage: benchmarks/run-boot.sh (builds everything and supplies KVM), or directly
 # with KVM: MOTE_BIN=... MOTE_MEASURE_BIN=... MOTE_KERNEL_DIR=... MOTE_INITRD=... boot.sh
@@ -33,7 +33,7 @@ RUN_TIMEOUT=${MOTE_BENCH_TIMEOUT:-120}
 
 run_mote() {
 	"$MOTE_MEASURE_BIN" timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$INITRD" \
-		--mem "$MEM" --cpus 1 --cmdline "$CMDLINE" --quiet
+		--mem "$MEM" --cpus 1 --cmdline "$CMDLINE" --exit-at-boot --quiet
 }
 
 # QEMU at its fastest settings for this kernel (design.md): microvm without legacy
@@ -51,7 +51,7 @@ run_qemu >/dev/null
 
 # Guest memory touched, from mote's own report at exit (the pages its memfd holds).
 touched_kib=$(timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --initrd "$INITRD" --mem "$MEM" \
-	--cpus 1 --cmdline "$CMDLINE" </dev/null 2>&1 >/dev/null |
+	--cpus 1 --cmdline "$CMDLINE" --exit-at-boot </dev/null 2>&1 >/dev/null |
 	sed -n 's/.*guest memory touched: \([0-9]*\) KiB.*/\1/p')
 
 for i in $(seq 1 "$RUNS"); do

@@ -98,6 +98,7 @@ enum {
 	OPT_NET,
 	OPT_VSOCK,
 	OPT_TRACK_DIRTY,
+	OPT_EXIT_AT_BOOT,
 	OPT_API_SOCK,
 	OPT_QUIET,
 	OPT_HELP,
@@ -115,6 +116,7 @@ static const struct option run_options[] = {
     {"net", required_argument, NULL, OPT_NET},
     {"vsock", required_argument, NULL, OPT_VSOCK},
     {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
+    {"exit-at-boot", no_argument, NULL, OPT_EXIT_AT_BOOT},
     {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
@@ -163,6 +165,9 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 		return cli_vsock_parse(opts, arg, error, error_len);
 	case OPT_TRACK_DIRTY:
 		opts->track_dirty_pages = true;
+		return 0;
+	case OPT_EXIT_AT_BOOT:
+		opts->exit_at_boot = true;
 		return 0;
 	case OPT_API_SOCK:
 		return cli_api_sock_set(&opts->api_sock, arg, error, error_len);

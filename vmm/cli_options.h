@@ -48,6 +48,7 @@ struct cli_options {
 	uint32_t vsock_cid; /* 0: none */
 	char *vsock_uds;
 	bool track_dirty_pages; /* for diff snapshots */
+	bool exit_at_boot;	/* end the VM at the guest's boot-complete write */
 	char *api_sock;		/* serve the control API on this Unix socket, or NULL */
 	bool quiet;
 };

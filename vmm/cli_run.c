@@ -162,6 +162,7 @@ static int cli_exit_code_for_end(const struct mote_exit *exit_info, struct cli_c
 	switch (exit_info->reason) {
 	case MOTE_EXIT_POWER_OFF:
 	case MOTE_EXIT_REBOOT:
+	case MOTE_EXIT_BOOT_COMPLETE:
 		cli_log(ctx, MOTE_LOG_INFO, exit_info->message);
 		return CLI_EXIT_GUEST_ENDED;
 	case MOTE_EXIT_PANIC:

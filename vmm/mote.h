@@ -99,6 +99,10 @@ struct mote_config {
 	/* Dirty-page tracking (KVM's dirty log plus the pages the monitor writes), which
 	 * diff snapshots need; it costs a little on every first write to a page. */
 	bool track_dirty_pages;
+	/* End the VM at guest-init's boot-complete write to the debug port, as QEMU's
+	 * isa-debug-exit does: for boot-latency measurement, where what comes after the
+	 * guest is up is not wanted. The exit reason is MOTE_EXIT_BOOT_COMPLETE. */
+	bool exit_at_boot;
 	/* CLOCK_MONOTONIC time the boot timer counts from (the CLI passes its process
 	 * start); 0: the moment mote_vm_create() is called. */
 	int64_t start_monotonic_ns;
@@ -118,10 +122,11 @@ struct mote_config {
 MOTE_API void mote_config_init(struct mote_config *config);
 
 enum mote_exit_reason {
-	MOTE_EXIT_POWER_OFF, /* guest asked to power off (debug port) */
-	MOTE_EXIT_REBOOT,    /* guest reset: i8042 0xfe, triple fault, KVM system event */
-	MOTE_EXIT_PANIC,     /* guest kernel reported a panic on its console */
-	MOTE_EXIT_ERROR,     /* the monitor stopped the VM: unexpected exit, KVM failure */
+	MOTE_EXIT_POWER_OFF,	 /* guest asked to power off (debug port) */
+	MOTE_EXIT_REBOOT,	 /* guest reset: i8042 0xfe, triple fault, KVM system event */
+	MOTE_EXIT_PANIC,	 /* guest kernel reported a panic on its console */
+	MOTE_EXIT_ERROR,	 /* the monitor stopped the VM: unexpected exit, KVM failure */
+	MOTE_EXIT_BOOT_COMPLETE, /* guest-init reported boot complete, with exit_at_boot */
 };
 
 struct mote_exit {

@@ -67,6 +67,8 @@ static const char usage[] =
     "                       \"CONNECT PORT\\n\"; the guest reaches CID 2 port P at PATH_P\n"
     "  --config FILE        JSON settings; flags given too override it\n"
     "  --track-dirty-pages  track written pages, for diff snapshots\n"
+    "  --exit-at-boot       end the VM (exit code 0) when guest-init reports boot\n"
+    "                       complete, as QEMU's isa-debug-exit: boot-time measurement\n"
     "  --api-sock PATH      serve the control API (HTTP/1.1, JSON, Firecracker's paths)\n"
     "                       on this Unix socket; without --kernel, wait for the VM's\n"
     "                       configuration and InstanceStart, or a snapshot, through it\n"

@@ -169,6 +169,8 @@ static void vm_debug_port_event(void *opaque, enum debug_port_event event)
 		if (first)
 			log_info(&vm->log, "guest boot complete in " VM_MS_FMT " ms",
 				 VM_MS_ARGS(elapsed));
+		if (first && vm->exit_at_boot)
+			vm_end(vm, MOTE_EXIT_BOOT_COMPLETE, 0, "guest boot complete; exit at boot");
 	} else {
 		vm_end(vm, MOTE_EXIT_POWER_OFF, 0, "guest powered off");
 	}
@@ -542,6 +544,7 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 	if (ret)
 		log_error(&vm->log, "recording the VM's setup: %s", strerror(-ret));
 	vm->track_dirty = config->track_dirty_pages;
+	vm->exit_at_boot = config->exit_at_boot;
 	if (!ret)
 		ret = kvm_open(&vm->kvm, &vm->log);
 	if (!ret && mem_fd >= 0)

@@ -72,6 +72,7 @@ struct mote_vm {
 
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
 	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
+	bool exit_at_boot;     /* end the VM at the guest's boot-complete write */
 	bool track_dirty;      /* KVM dirty log on the memory slots, monitor writes recorded */
 	uint64_t *dirty;       /* pages written since the last snapshot, gathered (vm_snapshot.c) */
 	bool panic_seen;

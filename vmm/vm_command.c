@@ -125,6 +125,7 @@ void vm_command_config_from_options(const struct cli_options *opts, struct mote_
 	config->vsock =
 	    (struct mote_vsock){.guest_cid = opts->vsock_cid, .uds_path = opts->vsock_uds};
 	config->track_dirty_pages = opts->track_dirty_pages;
+	config->exit_at_boot = opts->exit_at_boot;
 }
 
 /* Pre-boot configuration. */

@@ -38,6 +38,16 @@ test_command_output_is_not_cut_short_at_power_off() {
 	expect_in "$out" "no-newline-at-end"
 }
 
+test_exit_at_boot_ends_the_vm_at_the_boot_byte() {
+	boot t23 "$VMLINUX" 1 128M "echo the-command-ran" --exit-at-boot
+	expect_status 0
+	expect_in "$err" "guest boot complete in"
+	expect_in "$err" "exit at boot"
+	# guest-init writes the boot byte first: nothing after it may run.
+	grep -q "mote-init: boot complete" "$out" && fail "guest-init went on past the boot byte"
+	grep -q "the-command-ran" "$out" && fail "the guest command ran"
+}
+
 mem_total_kib() {
 	sed -n 's/^MemTotal: *\([0-9]*\) kB.*/\1/p' "$1" | head -1
 }

@@ -28,9 +28,9 @@ static void run_flags_fill_every_setting(void **state)
 	struct cli_options o;
 	char error[CLI_ERROR_MAX] = "";
 	const char *args[] = {
-	    "run",	 "--kernel",	  "vmlinux",	   "--initrd", "init.cpio.gz",
-	    "--cmdline", "console=ttyS0", "--cpus",	   "4",	       "--mem",
-	    "1G",	 "--console",	  "file:/tmp/out", NULL};
+	    "run",	     "--kernel",       "vmlinux", "--initrd", "init.cpio.gz", "--cmdline",
+	    "console=ttyS0", "--cpus",	       "4",	  "--mem",    "1G",	      "--console",
+	    "file:/tmp/out", "--exit-at-boot", NULL};
 
 	(void)state;
 	assert_int_equal(parse(&o, error, args), 0);
@@ -42,6 +42,7 @@ static void run_flags_fill_every_setting(void **state)
 	assert_int_equal(o.mem_bytes, 1024 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
 	assert_string_equal(o.console_path, "/tmp/out");
+	assert_true(o.exit_at_boot);
 	cli_options_free(&o);
 }
 
@@ -57,6 +58,7 @@ static void defaults_are_one_cpu_128m_stdio(void **state)
 	assert_int_equal(o.mem_bytes, 128 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_FDS);
 	assert_null(o.initrd);
+	assert_false(o.exit_at_boot);
 	cli_options_free(&o);
 }
 
@@ -132,7 +134,8 @@ static void config_json_sets_firecracker_shaped_settings(void **state)
 	char error[CLI_ERROR_MAX] = "";
 	const char *json = "{\"boot-source\": {\"kernel_image_path\": \"/k\", \"initrd_path\": "
 			   "\"/i\", \"boot_args\": \"quiet\"}, \"machine-config\": "
-			   "{\"vcpu_count\": 3, \"mem_size_mib\": 512}, \"console\": \"none\"}";
+			   "{\"vcpu_count\": 3, \"mem_size_mib\": 512}, \"console\": \"none\", "
+			   "\"exit_at_boot\": true}";
 
 	(void)state;
 	cli_options_init(&o);
@@ -143,6 +146,7 @@ static void config_json_sets_firecracker_shaped_settings(void **state)
 	assert_int_equal(o.cpus, 3);
 	assert_int_equal(o.mem_bytes, 512 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_NONE);
+	assert_true(o.exit_at_boot);
 	cli_options_free(&o);
 }
 
@@ -161,6 +165,8 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	    "{\"machine-config\": {\"mem_size_mib\": 101}}",
 	    "{\"machine-config\": {\"mem_size_mib\": 1e300}}",
 	    "{\"console\": \"serial\"}",
+	    "{\"exit_at_boot\": 1}",
+	    "{\"exit_at_boot\": \"yes\"}",
 	    "{\"disks\": []}",
 	    "{\"drives\": {}}",
 	    "{\"drives\": [7]}",
