@@ -33,20 +33,14 @@
 #define ELF_DEFAULT_INITRD_ADDR_MAX 0x7fffffffU
 
 /* Copies len bytes at offset, which the caller has checked lie inside the image. */
-static int source_read(const struct kernel_source *src, uint64_t offset, void *dst, size_t len)
+static int source_read(const struct kernel_source *src, uint64_t offset, void *dst, size_t len,
+		       const struct mote_log *log)
 {
 	if (src->data) {
 		memcpy(dst, src->data + offset, len);
 		return 0;
 	}
-	return file_read_at(src->fd, dst, len, offset);
-}
-
-static int source_read_logged(const struct kernel_source *src, uint64_t offset, void *dst,
-			      size_t len, const struct mote_log *log)
-{
-	int err = source_read(src, offset, dst, len);
-
+	int err = file_read_at(src->fd, dst, len, offset);
 	if (err)
 		log_error(log, "reading the kernel at 0x%llx+0x%zx: %s", (unsigned long long)offset,
 			  len, strerror(-err));
@@ -114,7 +108,8 @@ static int elf_check_header(const Elf64_Ehdr *eh, size_t size, const struct mote
 	return 0;
 }
 
-static int elf_load(struct guest_memory *mem, const struct kernel_source *src,
+/* head: the image's first bytes, at least the ELF header's worth when size allows. */
+static int elf_load(struct guest_memory *mem, const struct kernel_source *src, const uint8_t *head,
 		    struct kernel_image_info *info, const struct mote_log *log)
 {
 	size_t size = src->size;
@@ -128,17 +123,15 @@ static int elf_load(struct guest_memory *mem, const struct kernel_source *src,
 		log_error(log, "kernel ELF: %zu bytes is shorter than the ELF header", size);
 		return -ENOEXEC;
 	}
-	/* Read into locals: an image buffer has no alignment guarantee. */
-	err = source_read_logged(src, 0, &eh, sizeof(eh), log);
-	if (!err)
-		err = elf_check_header(&eh, size, log);
+	/* Copied out: the head buffer has no alignment guarantee. */
+	memcpy(&eh, head, sizeof(eh));
+	err = elf_check_header(&eh, size, log);
 	if (err)
 		return err;
 
 	/* First pass validates everything, second copies: no half-loaded kernel. */
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		err = source_read_logged(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph,
-					 sizeof(ph), log);
+		err = source_read(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph), log);
 		if (err)
 			return err;
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
@@ -164,14 +157,13 @@ static int elf_load(struct guest_memory *mem, const struct kernel_source *src,
 	}
 
 	for (unsigned i = 0; i < eh.e_phnum; i++) {
-		err = source_read_logged(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph,
-					 sizeof(ph), log);
+		err = source_read(src, eh.e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph), log);
 		if (err)
 			return err;
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
-		err = source_read_logged(src, ph.p_offset, dst, ph.p_filesz, log);
+		err = source_read(src, ph.p_offset, dst, ph.p_filesz, log);
 		if (err)
 			return err;
 		/* The bss tail: guest memory may hold a previous boot's bytes. */
@@ -279,7 +271,7 @@ static int bzimage_load(struct guest_memory *mem, const struct kernel_source *sr
 	runtime_end = runtime_start + hdr.init_size;
 
 	dst = guest_memory_ptr(mem, LAYOUT_KERNEL_ADDR, code_size);
-	err = source_read_logged(src, setup_size, dst, code_size, log);
+	err = source_read(src, setup_size, dst, code_size, log);
 	if (err)
 		return err;
 
@@ -301,18 +293,18 @@ static int bzimage_load(struct guest_memory *mem, const struct kernel_source *sr
 int kernel_load(struct guest_memory *mem, const struct kernel_source *src,
 		struct kernel_image_info *info, const struct mote_log *log)
 {
-	/* Enough for either format's magic and for the longest bzImage setup header. */
+	/* Enough for the ELF header and for the longest bzImage setup header. */
 	uint8_t head[BZ_HEADER_MAGIC_OFFSET + 0x100];
 	size_t size = src->size;
 	size_t head_len = size < sizeof(head) ? size : sizeof(head);
 	int err;
 
 	memset(info, 0, sizeof(*info));
-	err = source_read_logged(src, 0, head, head_len, log);
+	err = source_read(src, 0, head, head_len, log);
 	if (err)
 		return err;
 	if (head_len >= SELFMAG && memcmp(head, ELFMAG, SELFMAG) == 0)
-		return elf_load(mem, src, info, log);
+		return elf_load(mem, src, head, info, log);
 	if (head_len >= BZ_HEADER_MAGIC_OFFSET + 4 &&
 	    memcmp(head + BZ_HEADER_MAGIC_OFFSET, BZ_HEADER_MAGIC, 4) == 0)
 		return bzimage_load(mem, src, head, info, log);

@@ -385,28 +385,33 @@ static void bzimage_loads_protected_mode_code_at_1mib_with_entry_plus_0x200(void
 			    f->img.bytes + BZ_CODE_OFFSET, BZ_CODE_SIZE);
 }
 
+/* Loads f's image from a buffer, scribbles over the len guest bytes at loaded, loads it
+ * again from a file and checks that the file gave the same info; the caller checks
+ * what the second load wrote at loaded. */
+static void load_file_after_buffer(struct fixture *f, uint8_t *loaded, size_t len)
+{
+	struct kernel_image_info from_buffer;
+
+	assert_int_equal(load(f), 0);
+	from_buffer = f->info;
+	memset(loaded, 0xaa, len);
+	assert_int_equal(load_file(f, f->img.size, f->img.size), 0);
+	assert_memory_equal(&f->info, &from_buffer, sizeof(from_buffer));
+}
+
 static void both_formats_load_from_a_file_as_from_a_buffer(void **state)
 {
 	struct fixture *f = *state;
-	struct kernel_image_info from_buffer;
 	uint8_t *seg = guest_memory_ptr(&f->mem, ELF_SEG_PADDR, ELF_SEG_MEMSZ);
 	uint8_t *code = guest_memory_ptr(&f->mem, LAYOUT_KERNEL_ADDR, BZ_CODE_SIZE);
 
 	elf_build(&f->img);
-	assert_int_equal(load(f), 0);
-	from_buffer = f->info;
-	memset(seg, 0xaa, ELF_SEG_MEMSZ);
-	assert_int_equal(load_file(f, f->img.size, f->img.size), 0);
-	assert_memory_equal(&f->info, &from_buffer, sizeof(from_buffer));
+	load_file_after_buffer(f, seg, ELF_SEG_MEMSZ);
 	assert_memory_equal(seg, f->img.bytes + ELF_SEG_OFFSET, ELF_SEG_FILESZ);
 	assert_int_equal(seg[ELF_SEG_MEMSZ - 1], 0);
 
 	bz_build(&f->img);
-	assert_int_equal(load(f), 0);
-	from_buffer = f->info;
-	memset(code, 0xaa, BZ_CODE_SIZE);
-	assert_int_equal(load_file(f, f->img.size, f->img.size), 0);
-	assert_memory_equal(&f->info, &from_buffer, sizeof(from_buffer));
+	load_file_after_buffer(f, code, BZ_CODE_SIZE);
 	assert_memory_equal(code, f->img.bytes + BZ_CODE_OFFSET, BZ_CODE_SIZE);
 }
 
