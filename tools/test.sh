@@ -36,7 +36,7 @@ cmake --build build/clang -j"$(nproc)" >/dev/null
 stage "fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
-for target in fuzz_kernel_loader fuzz_config_file fuzz_api_request fuzz_virtio_blk \
+for target in fuzz_kernel_loader fuzz_config_file fuzz_api_request fuzz_api_http fuzz_virtio_blk \
 	fuzz_virtio_blk_overlay fuzz_virtio_net fuzz_virtio_vsock fuzz_device_state; do
 	corpus=build/fuzz/corpus-$target
 	mkdir -p "$corpus"

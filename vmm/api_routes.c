@@ -79,10 +79,11 @@ static void api_reply_json(struct api_reply *reply, unsigned status, cJSON *json
 	cJSON_Delete(json);
 }
 
-static void api_reply_fault(struct api_reply *reply, unsigned status, const char *message)
+void api_reply_fault(struct api_reply *reply, unsigned status, const char *message)
 {
 	cJSON *json = cJSON_CreateObject();
 
+	*reply = (struct api_reply){0};
 	if (json && !cJSON_AddStringToObject(json, "fault_message", message)) {
 		cJSON_Delete(json);
 		json = NULL;

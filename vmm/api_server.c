@@ -1,188 +1,199 @@
-/* The control API's socket and HTTP (api_server.h): libmicrohttpd parses requests on its
- * own thread, one at a time, on a Unix socket bound here; api_handle() answers them.
- * libmicrohttpd (and the TLS libraries it needs) is loaded when a server starts, not
- * linked (shared_lib.h says why), so its calls go through the server's table. */
+/* The control API's socket (api_server.h): a thread of the server's own accepts
+ * connections on a Unix socket bound here and answers them (api_http.h), one request at
+ * a time, so commands never run concurrently. It polls every connection, so a client
+ * that sends or reads slowly holds up no other. Nothing is loaded or started beyond
+ * that one thread: every restored or forked copy serves its own socket. */
 #include "api_server.h"
 
 #include <errno.h>
-#include <microhttpd.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "shared_lib.h"
+#include "api_http.h"
 #include "unix_listener.h"
 
 #define API_LISTEN_BACKLOG 16
-/* Idle connections are closed after this long. */
-#define API_CONNECTION_TIMEOUT_S 60
-/* A body over API_BODY_MAX is read to its end and dropped before the 413 goes out: a
- * reply sent while the client still writes would be lost to the connection's reset.
- * Only a body declared larger than this is refused before it is read. */
-#define API_DRAIN_MAX (16 * 1024 * 1024)
+/* Connections served at once; more wait in the listen backlog. */
+#define API_CONNECTIONS_MAX 16
+/* A connection that neither sends nor reads for this long is closed. */
+#define API_IDLE_TIMEOUT_NS (60 * 1000000000LL)
+/* accept() failing for want of descriptors or memory is retried after this long
+ * instead of at once (the pending connection keeps the socket readable). */
+#define API_ACCEPT_RETRY_NS (100 * 1000000LL)
 
-/* The libmicrohttpd functions the server calls, typed by microhttpd.h's declarations. */
-struct mhd_functions {
-	__typeof__(MHD_start_daemon) *start_daemon;
-	__typeof__(MHD_stop_daemon) *stop_daemon;
-	__typeof__(MHD_lookup_connection_value) *lookup_connection_value;
-	__typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
-	__typeof__(MHD_get_response_header) *get_response_header;
-	__typeof__(MHD_add_response_header) *add_response_header;
-	__typeof__(MHD_queue_response) *queue_response;
-	__typeof__(MHD_destroy_response) *destroy_response;
+struct api_connection {
+	int fd;
+	int64_t active_ns; /* when it last sent or read */
+	struct api_http http;
 };
 
 struct api_server {
 	struct vm_controller *controller;
 	struct mote_log log;
-	void *mhd_lib;
-	struct mhd_functions mhd;
-	struct MHD_Daemon *daemon;
+	int listen_fd;
+	int stop_fd; /* eventfd: readable once api_server_stop() wants the thread gone */
+	pthread_t thread;
+	struct api_connection *connections[API_CONNECTIONS_MAX];
+	unsigned connection_count;
+	int64_t accept_after_ns; /* accept() is retried from then on */
 	char *socket_path;
 	struct unix_listener_id socket_id; /* the socket bound, so only it is removed */
 };
 
-/* One request's body as it arrives. */
-struct api_request {
-	char *body;
-	size_t len;
-	bool too_large;
-};
-
-static void *api_load_mhd(struct mhd_functions *f, const struct mote_log *log)
+static int64_t api_now_ns(void)
 {
-	const struct shared_lib_symbol symbols[] = {
-	    {"MHD_start_daemon", (void **)&f->start_daemon},
-	    {"MHD_stop_daemon", (void **)&f->stop_daemon},
-	    {"MHD_lookup_connection_value", (void **)&f->lookup_connection_value},
-	    {"MHD_create_response_from_buffer", (void **)&f->create_response_from_buffer},
-	    {"MHD_get_response_header", (void **)&f->get_response_header},
-	    {"MHD_add_response_header", (void **)&f->add_response_header},
-	    {"MHD_queue_response", (void **)&f->queue_response},
-	    {"MHD_destroy_response", (void **)&f->destroy_response},
-	};
-	char error[256];
+	struct timespec t;
 
-	void *lib = shared_lib_open(MOTE_MICROHTTPD_SONAME, symbols,
-				    sizeof(symbols) / sizeof(symbols[0]), error, sizeof(error));
-	if (!lib)
-		log_error(log, "api socket: %s", error);
-	return lib;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static enum MHD_Result api_send(const struct api_server *server, struct MHD_Connection *connection,
-				struct api_reply *reply)
+static void api_accept(struct api_server *server, int64_t now)
 {
-	const struct mhd_functions *mhd = &server->mhd;
-	struct MHD_Response *response;
+	int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
-	if (reply->body)
-		response = mhd->create_response_from_buffer(strlen(reply->body), reply->body,
-							    MHD_RESPMEM_MUST_FREE);
-	else
-		response = mhd->create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
-	if (!response) {
-		free(reply->body);
-		return MHD_NO;
-	}
-	reply->body = NULL; /* the response's now */
-	if (mhd->get_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE) == NULL)
-		mhd->add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE,
-					 "application/json");
-	if (reply->allow)
-		mhd->add_response_header(response, MHD_HTTP_HEADER_ALLOW, reply->allow);
-	enum MHD_Result ret = mhd->queue_response(connection, reply->status, response);
-	mhd->destroy_response(response);
-	return ret;
-}
-
-static enum MHD_Result api_too_large(const struct api_server *server,
-				     struct MHD_Connection *connection)
-{
-	static const char body[] = "{\"fault_message\":\"request body larger than 65536 bytes\"}";
-	struct api_reply reply = {.status = MHD_HTTP_CONTENT_TOO_LARGE, .body = strdup(body)};
-
-	_Static_assert(API_BODY_MAX == 65536, "the message above names the limit");
-	return api_send(server, connection, &reply);
-}
-
-/* libmicrohttpd calls this once with the headers, once per piece of body, and once more
- * with none left (*upload_data_size 0): then the request is complete. */
-static enum MHD_Result api_access(void *cls, struct MHD_Connection *connection, const char *url,
-				  const char *method, const char *version, const char *upload_data,
-				  size_t *upload_data_size, void **con_cls)
-{
-	struct api_server *server = cls;
-	struct api_request *request = *con_cls;
-
-	(void)version;
-	if (!request) {
-		request = calloc(1, sizeof(*request));
-		if (!request)
-			return MHD_NO;
-		*con_cls = request;
-		const char *length = server->mhd.lookup_connection_value(
-		    connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-		if (length && strtoull(length, NULL, 10) > API_DRAIN_MAX) {
-			request->too_large = true;
-			return api_too_large(server, connection);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != ECONNABORTED && errno != EINTR) {
+			log_error(&server->log, "api socket %s: accept: %s", server->socket_path,
+				  strerror(errno));
+			server->accept_after_ns = now + API_ACCEPT_RETRY_NS;
 		}
-		return MHD_YES;
+		return;
 	}
-	if (*upload_data_size) {
-		/* Past the limit, the rest is read and dropped. */
-		if (!request->too_large && request->len + *upload_data_size <= API_BODY_MAX) {
-			char *grown = realloc(request->body, request->len + *upload_data_size);
-			if (!grown)
-				return MHD_NO;
-			memcpy(grown + request->len, upload_data, *upload_data_size);
-			request->body = grown;
-			request->len += *upload_data_size;
-		} else {
-			request->too_large = true;
+	struct api_connection *connection = malloc(sizeof(*connection));
+	if (!connection) {
+		close(fd);
+		return;
+	}
+	connection->fd = fd;
+	connection->active_ns = now;
+	api_http_init(&connection->http, server->controller, &server->log);
+	server->connections[server->connection_count++] = connection;
+}
+
+static void api_connection_close(struct api_server *server, unsigned i)
+{
+	struct api_connection *connection = server->connections[i];
+
+	api_http_free(&connection->http);
+	close(connection->fd);
+	free(connection);
+	server->connections[i] = server->connections[--server->connection_count];
+}
+
+/* What the connection waits for: room for a request, or its reply to be read. */
+static short api_connection_events(struct api_connection *connection)
+{
+	size_t room, unsent;
+
+	api_http_output(&connection->http, &unsent);
+	if (unsent)
+		return POLLOUT;
+	api_http_input_space(&connection->http, &room);
+	return room ? POLLIN : 0;
+}
+
+/* Reads what came, sends what is queued. 0, or -1: close the connection. */
+static int api_connection_serve(struct api_connection *connection, short revents, int64_t now)
+{
+	struct api_http *http = &connection->http;
+	size_t room, unsent;
+
+	char *space = api_http_input_space(http, &room);
+	if (room && (revents & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = recv(connection->fd, space, room, 0);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -1;
+		if (n >= 0)
+			connection->active_ns = now;
+		if (n > 0 && api_http_received(http, (size_t)n))
+			return -1;
+		if (n == 0 && api_http_end_of_input(http))
+			return -1;
+	}
+	/* Sent at once, without waiting for the next poll: the client is waiting for it. */
+	for (const char *out; (out = api_http_output(http, &unsent)), unsent;) {
+		ssize_t n = send(connection->fd, out, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		connection->active_ns = now;
+		if (api_http_sent(http, (size_t)n))
+			return -1;
+	}
+	return api_http_finished(http) ? -1 : 0;
+}
+
+/* Until the nearest idle deadline or accept retry, in poll()'s milliseconds; -1: none. */
+static int api_poll_timeout(const struct api_server *server, int64_t now)
+{
+	int64_t deadline = INT64_MAX;
+
+	for (unsigned i = 0; i < server->connection_count; i++) {
+		int64_t idle_end = server->connections[i]->active_ns + API_IDLE_TIMEOUT_NS;
+		if (idle_end < deadline)
+			deadline = idle_end;
+	}
+	if (server->accept_after_ns > now && server->accept_after_ns < deadline)
+		deadline = server->accept_after_ns;
+	if (deadline == INT64_MAX)
+		return -1;
+	return deadline <= now ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+static void *api_server_thread(void *arg)
+{
+	struct api_server *server = arg;
+	struct pollfd fds[2 + API_CONNECTIONS_MAX];
+	sigset_t all;
+
+	/* Signals are the process's to handle, never this thread's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		int64_t now = api_now_ns();
+		bool may_accept = server->connection_count < API_CONNECTIONS_MAX &&
+				  now >= server->accept_after_ns;
+		unsigned count = server->connection_count;
+
+		fds[0] = (struct pollfd){.fd = server->stop_fd, .events = POLLIN};
+		fds[1] =
+		    (struct pollfd){.fd = may_accept ? server->listen_fd : -1, .events = POLLIN};
+		for (unsigned i = 0; i < count; i++)
+			fds[2 + i] = (struct pollfd){
+			    .fd = server->connections[i]->fd,
+			    .events = api_connection_events(server->connections[i])};
+		if (poll(fds, 2 + count, api_poll_timeout(server, now)) < 0 && errno != EINTR) {
+			log_error(&server->log, "api socket %s: poll: %s", server->socket_path,
+				  strerror(errno));
+			break;
 		}
-		*upload_data_size = 0;
-		return MHD_YES;
+		if (fds[0].revents)
+			break;
+		now = api_now_ns();
+		/* Backwards, so that the one moved into a closed one's slot was served. */
+		for (unsigned i = count; i-- > 0;) {
+			struct api_connection *connection = server->connections[i];
+			if (api_connection_serve(connection, fds[2 + i].revents, now) ||
+			    now - connection->active_ns >= API_IDLE_TIMEOUT_NS)
+				api_connection_close(server, i);
+		}
+		if (fds[1].revents & POLLIN)
+			api_accept(server, now);
 	}
-	if (request->too_large)
-		return api_too_large(server, connection);
-	struct api_reply reply;
-	api_handle(server->controller, method, url, request->body, request->len, &reply);
-	log_debug(&server->log, "api: %s %s: %u", method, url, reply.status);
-	return api_send(server, connection, &reply);
-}
-
-static void api_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
-			  enum MHD_RequestTerminationCode code)
-{
-	struct api_request *request = *con_cls;
-
-	(void)cls;
-	(void)connection;
-	(void)code;
-	if (request) {
-		free(request->body);
-		free(request);
-		*con_cls = NULL;
-	}
-}
-
-static void api_mhd_log(void *cls, const char *fmt, va_list args)
-{
-	struct api_server *server = cls;
-	char message[256];
-
-	vsnprintf(message, sizeof(message), fmt, args);
-	message[strcspn(message, "\n")] = '\0';
-	log_debug(&server->log, "api: %s", message);
+	return NULL;
 }
 
 static int api_socket_bind(struct api_server *server, const char *path)
 {
-	int fd = unix_listener_open(path, 0, API_LISTEN_BACKLOG, &server->socket_id);
+	int fd = unix_listener_open(path, SOCK_NONBLOCK, API_LISTEN_BACKLOG, &server->socket_id);
 
 	if (fd == -ENAMETOOLONG)
 		log_error(&server->log, "api socket %s: path too long", path);
@@ -195,9 +206,18 @@ static int api_socket_bind(struct api_server *server, const char *path)
 	return fd;
 }
 
+/* Everything but the thread: the socket (its path removed first, unix_listener.h), the
+ * connections, the memory. */
 static void api_server_free(struct api_server *server)
 {
-	shared_lib_close(server->mhd_lib);
+	while (server->connection_count)
+		api_connection_close(server, server->connection_count - 1);
+	if (server->listen_fd >= 0) {
+		unix_listener_remove(server->socket_path, &server->socket_id);
+		close(server->listen_fd);
+	}
+	if (server->stop_fd >= 0)
+		close(server->stop_fd);
 	free(server->socket_path);
 	free(server);
 }
@@ -208,35 +228,29 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	struct api_server *server = calloc(1, sizeof(*server));
 
 	*out = NULL;
-	if (!server || !(server->socket_path = strdup(socket_path))) {
-		free(server);
+	if (!server)
 		return -ENOMEM;
-	}
 	server->controller = c;
 	server->log = *log;
-	server->mhd_lib = api_load_mhd(&server->mhd, log);
-	if (!server->mhd_lib) {
+	server->listen_fd = -1;
+	server->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (server->stop_fd < 0 || !(server->socket_path = strdup(socket_path))) {
+		int ret = server->stop_fd < 0 ? -errno : -ENOMEM;
 		api_server_free(server);
-		return -ENOSYS;
+		return ret;
 	}
-	int fd = api_socket_bind(server, socket_path);
-	if (fd < 0) {
+	server->listen_fd = api_socket_bind(server, socket_path);
+	if (server->listen_fd < 0) {
+		int ret = server->listen_fd;
 		api_server_free(server);
-		return fd;
+		return ret;
 	}
-	/* One internal thread answers every connection in turn, so commands never run
-	 * concurrently and a slow client cannot hold the others up. */
-	server->daemon = server->mhd.start_daemon(
-	    MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, api_access, server,
-	    MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd, MHD_OPTION_NOTIFY_COMPLETED, api_completed,
-	    server, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
-	    MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, server, MHD_OPTION_END);
-	if (!server->daemon) {
-		log_error(&server->log, "api socket %s: libmicrohttpd did not start", socket_path);
-		unix_listener_remove(server->socket_path, &server->socket_id);
-		close(fd);
+	int ret = -pthread_create(&server->thread, NULL, api_server_thread, server);
+	if (ret) {
+		log_error(&server->log, "api socket %s: cannot start its thread: %s", socket_path,
+			  strerror(-ret));
 		api_server_free(server);
-		return -EIO;
+		return ret;
 	}
 	log_debug(&server->log, "api: serving on %s", socket_path);
 	*out = server;
@@ -245,10 +259,14 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 
 void api_server_stop(struct api_server *server)
 {
+	uint64_t one = 1;
+
 	if (!server)
 		return;
-	/* The path first: the daemon closes the listening socket (unix_listener.h). */
-	unix_listener_remove(server->socket_path, &server->socket_id);
-	server->mhd.stop_daemon(server->daemon);
+	/* Adding 1 to an eventfd fails only at its counter's overflow, out of reach here. */
+	if (write(server->stop_fd, &one, sizeof(one)) < 0)
+		log_error(&server->log, "api socket %s: stop: %s", server->socket_path,
+			  strerror(errno));
+	pthread_join(server->thread, NULL);
 	api_server_free(server);
 }

@@ -1,7 +1,7 @@
 /* The control API: HTTP/1.1 with JSON bodies on a Unix socket, shaped like Firecracker's
  * (its firecracker-api.yaml: paths, field names, 204 for a done PUT or PATCH, errors as
  * {"fault_message": "..."}). Every request becomes a vm_command for the controller
- * (vm_command.h); libmicrohttpd does the HTTP.
+ * (vm_command.h); libhttp-parser reads the HTTP (api_http.h).
  *
  *   GET   /                          {"id", "state", "vmm_version", "app_name"}
  *   GET   /machine-config            {"vcpu_count", "mem_size_mib", "smt", "track_dirty_pages"}
@@ -38,11 +38,15 @@ void api_handle(struct vm_controller *c, const char *method, const char *path, c
 
 struct api_server;
 
+/* Fills the whole of reply: status and a {"fault_message": message} body (500 and none
+ * when out of memory). */
+void api_reply_fault(struct api_reply *reply, unsigned status, const char *message);
+
 /* Binds socket_path (a stale socket there is replaced; a path that is not a socket, or a
  * socket some process serves, is refused) and answers requests on a thread of its own
  * until api_server_stop(). Errors: -EEXIST not a socket, -EADDRINUSE served by another
- * process, -ENAMETOOLONG, -ENOSYS libmicrohttpd cannot be loaded (it is loaded here, not
- * at process start), others from socket(), bind() or libmicrohttpd; each logged. */
+ * process, -ENAMETOOLONG, others from eventfd(), socket(), bind() or pthread_create();
+ * each logged. */
 int api_server_start(struct vm_controller *c, const char *socket_path, const struct mote_log *log,
 		     struct api_server **out);
 

@@ -11,8 +11,8 @@ void *shared_lib_open(const char *soname, const struct shared_lib_symbol *symbol
 		*symbols[i].address = NULL;
 	/* RTLD_LOCAL: its symbols stay out of the global namespace other loads search.
 	 * RTLD_LAZY: the functions these libraries call among themselves are bound on their
-	 * first call, not all at once; libmicrohttpd pulls in GnuTLS and seven more
-	 * libraries, and binding every one of their calls up front doubled the load. The
+	 * first call, not all at once; libcurl pulls in TLS, Kerberos, LDAP and more, and
+	 * binding every one of their calls up front costs time no request needs. The
 	 * functions mote calls are looked up below, so a missing one is still an error
 	 * here rather than later. */
 	void *handle = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);

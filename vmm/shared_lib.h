@@ -1,10 +1,10 @@
 /* Loading a shared library when a command first needs it rather than at process start.
  *
  * The dynamic loader maps and relocates every DT_NEEDED library before main().
- * libcurl brings ~20 more (TLS, Kerberos, LDAP, SSH...) and libmicrohttpd GnuTLS and
- * its own; linked, they cost every mote process, each restored or forked VM included,
- * ~14 ms of startup on the development machine (an empty program: ~1 ms). Only the
- * control API needs them: its server (api_server.c) and its client (api_client.c). */
+ * libcurl brings ~20 more (TLS, Kerberos, LDAP, SSH...); linked, they would cost every
+ * mote process, each restored or forked VM included, ~14 ms of startup on the
+ * development machine (an empty program: ~1 ms). Only the control API's client
+ * (api_client.c) needs it. */
 #ifndef MOTE_SHARED_LIB_H
 #define MOTE_SHARED_LIB_H
 

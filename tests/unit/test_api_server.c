@@ -446,6 +446,52 @@ static void snapshot_load_of_a_damaged_state_file_is_400_and_builds_nothing(void
 	assert_int_equal(call(f, "PATCH", "/machine-config", "{\"vcpu_count\": 2}", NULL), 204);
 }
 
+/* A raw connection to the server, for what a well-behaved client never sends. */
+static int connect_raw(struct fixture *f)
+{
+	struct sockaddr_un address = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	memcpy(address.sun_path, f->sock, strlen(f->sock));
+	assert_int_equal(connect(fd, (struct sockaddr *)&address, sizeof(address)), 0);
+	return fd;
+}
+
+static void a_stalled_client_holds_up_no_other(void **state)
+{
+	struct fixture *f = *state;
+	static const char half[] = "PATCH /machine-config HTTP/1.1\r\nContent-Length: 50\r\n\r\n{";
+	int stalled = connect_raw(f);
+	int silent = connect_raw(f);
+
+	assert_int_equal(send(stalled, half, sizeof(half) - 1, 0), (ssize_t)sizeof(half) - 1);
+	assert_still_answers(f);
+	assert_int_equal(call(f, "PATCH", "/machine-config", "{\"vcpu_count\": 3}", NULL), 204);
+	close(stalled);
+	close(silent);
+	assert_int_equal(f->controller.pending.cpus, 3);
+}
+
+static void malformed_http_is_400_and_closes_only_its_connection(void **state)
+{
+	struct fixture *f = *state;
+	static const char garbage[] = "GET / HTTP/1.1\r\nno colon here\r\n\r\n";
+	char reply[1024];
+	size_t len = 0;
+	ssize_t n;
+	int fd = connect_raw(f);
+
+	assert_int_equal(send(fd, garbage, sizeof(garbage) - 1, 0), (ssize_t)sizeof(garbage) - 1);
+	/* The server answers and closes: reading ends at EOF, not in a hang. */
+	while ((n = recv(fd, reply + len, sizeof(reply) - 1 - len, 0)) > 0)
+		len += (size_t)n;
+	reply[len] = '\0';
+	close(fd);
+	assert_true(strncmp(reply, "HTTP/1.1 400 ", 13) == 0);
+	assert_non_null(strstr(reply, "fault_message"));
+	assert_still_answers(f);
+}
+
 static void a_live_socket_and_a_non_socket_path_are_refused(void **state)
 {
 	struct fixture *f = *state;
@@ -526,6 +572,9 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		snapshot_load_of_a_damaged_state_file_is_400_and_builds_nothing, setup, teardown),
+	    cmocka_unit_test_setup_teardown(a_stalled_client_holds_up_no_other, setup, teardown),
+	    cmocka_unit_test_setup_teardown(malformed_http_is_400_and_closes_only_its_connection,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(a_live_socket_and_a_non_socket_path_are_refused, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(a_stale_socket_is_replaced_and_the_socket_goes_at_stop,
