@@ -265,7 +265,8 @@ fork_one_process() {
 
 # fork_one_process_without_api DIR N: once more without API sockets (the copies are
 # reached over vsock alone), timed by mote's own clock only: main() to the last copy's
-# vCPUs running. Starting the API servers costs ~10 ms a copy nested.
+# vCPUs running. The difference from the run above is what the copies' API servers
+# cost, and launch.py's polling of them while they start.
 fork_one_process_without_api() {
 	local d=$1 n=$2 i
 	progress "${d##*/mote-} mote: fork $n in one process, no API sockets"

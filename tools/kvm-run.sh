@@ -298,11 +298,14 @@ boot_outer() {
 		rm -f "$run/console"
 		mkfifo "$run/console"
 	fi
+	# loglevel=5: the outer kernel's warnings reach the log too; a soft lockup or an RCU
+	# stall prints its header as an error but its call trace at the default level
+	# (warning), and without the trace an outer-guest stall cannot be told apart.
 	timeout --foreground -k 10 "$(($1 - $(date +%s)))" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu "$outer_cpu" -m "$mem" -smp 2 \
 		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
-		-append "console=ttyS0 quiet loglevel=4 panic=-1 mitigations=off" \
+		-append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
 		-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
 		-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
 		-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
