@@ -30,6 +30,7 @@ static void api_http_request_reset(struct api_http *h)
 	h->drained = 0;
 	h->url_len = 0;
 	h->refuse = 0;
+	h->refuse_why = NULL;
 	h->header_name_len = 0;
 	h->header_value_len = 0;
 	h->header_in_value = false;
@@ -64,6 +65,11 @@ static void api_http_header_end(struct api_http *h)
 
 	if (!h->header_in_value)
 		return;
+	/* The parser keeps a value's trailing whitespace (RFC 9110 §5.5: not part of it). */
+	while (h->header_value_len && h->header_value_len <= sizeof(h->header_value) &&
+	       (h->header_value[h->header_value_len - 1] == ' ' ||
+		h->header_value[h->header_value_len - 1] == '\t'))
+		h->header_value_len--;
 	if (h->header_name_len == sizeof(expect) - 1 &&
 	    strncasecmp(h->header_name, expect, sizeof(expect) - 1) == 0 &&
 	    h->header_value_len == sizeof(continue_) - 1 &&
@@ -129,8 +135,15 @@ static int api_http_headers_complete(http_parser *parser)
 		h->refuse = 413;
 		return API_HTTP_STOP;
 	}
-	/* HTTP/1.0 has no 100 (RFC 9110 §15.2). */
-	if (h->expect_continue && (parser->http_major > 1 || parser->http_minor >= 1) &&
+	/* A protocol switch (RFC 9110 §7.8) this server does not speak: the request is
+	 * read to its end and refused, and the connection closes after the answer. */
+	if (parser->upgrade && !h->refuse) {
+		h->refuse = 400;
+		h->refuse_why = "protocol upgrade not supported";
+	}
+	/* Before HTTP/1.1 there is no 100 (RFC 9110 §15.2). */
+	if (h->expect_continue &&
+	    (parser->http_major > 1 || (parser->http_major == 1 && parser->http_minor >= 1)) &&
 	    api_http_append(h, go_on, sizeof(go_on) - 1)) {
 		h->out_of_memory = true;
 		return API_HTTP_STOP;
@@ -200,8 +213,9 @@ void api_http_free(struct api_http *h)
 }
 
 /* Queues reply (and frees its body) as the response to the request just read, with
- * "Connection: close" if the connection ends after it. */
-static int api_http_respond(struct api_http *h, struct api_reply *reply)
+ * "Connection: close" if the connection ends after it. A response to HEAD has no body,
+ * only its length (RFC 9110 §9.3.2). */
+static int api_http_respond(struct api_http *h, struct api_reply *reply, bool to_head)
 {
 	const char *reason = http_status_str((enum http_status)reply->status);
 	size_t body_len = reply->body ? strlen(reply->body) : 0;
@@ -221,7 +235,7 @@ static int api_http_respond(struct api_http *h, struct api_reply *reply)
 	n += snprintf(head + n, sizeof(head) - (size_t)n, "%s\r\n",
 		      h->closing ? "Connection: close\r\n" : "");
 	int ret = api_http_append(h, head, (size_t)n);
-	if (!ret && body_len)
+	if (!ret && body_len && !to_head)
 		ret = api_http_append(h, reply->body, body_len);
 	free(reply->body);
 	reply->body = NULL;
@@ -251,14 +265,14 @@ static int api_http_answer(struct api_http *h)
 	h->url[h->url_len] = '\0';
 	h->url[strcspn(h->url, "?#")] = '\0'; /* the path alone names a resource */
 	if (h->refuse)
-		api_http_refusal(h->refuse, NULL, &reply);
+		api_http_refusal(h->refuse, h->refuse_why, &reply);
 	else
 		api_handle(h->controller, method, h->url, h->body, h->body_len, &reply);
 	log_debug(&h->log, "api: %s %s: %u", method, h->url, reply.status);
 	if (!h->keep_alive || h->parser.upgrade)
 		h->closing = true;
 	api_http_request_reset(h);
-	return api_http_respond(h, &reply);
+	return api_http_respond(h, &reply, h->method == HTTP_HEAD);
 }
 
 /* The parser stopped on an error: the answer is the last on the connection. */
@@ -276,7 +290,7 @@ static int api_http_fail(struct api_http *h)
 	log_debug(&h->log, "api: refused with %u: %s", reply.status, http_errno_name(error));
 	h->closing = true;
 	api_http_request_reset(h);
-	return api_http_respond(h, &reply);
+	return api_http_respond(h, &reply, false);
 }
 
 /* Parses what input there is while no reply waits to be sent. */
@@ -298,12 +312,6 @@ static int api_http_parse(struct api_http *h)
 				return ret;
 		} else if (error != HPE_OK) {
 			return api_http_fail(h);
-		} else if (h->parser.upgrade) {
-			/* A protocol switch (RFC 9110 §7.8) this server does not speak. */
-			h->closing = true;
-			struct api_reply reply;
-			api_http_refusal(400, "protocol upgrade not supported", &reply);
-			return api_http_respond(h, &reply);
 		}
 	}
 	/* What the client sent before it closed its side is answered first. */
@@ -333,7 +341,7 @@ int api_http_end_of_input(struct api_http *h)
 const char *api_http_output(const struct api_http *h, size_t *len)
 {
 	*len = h->output_len - h->output_sent;
-	return h->output + h->output_sent;
+	return h->output ? h->output + h->output_sent : "";
 }
 
 int api_http_sent(struct api_http *h, size_t n)

@@ -37,8 +37,9 @@ struct api_http {
 	size_t url_len;
 	char *body; /* API_BODY_MAX bytes once a body arrives */
 	size_t body_len;
-	size_t drained;	 /* body bytes seen, kept or not */
-	unsigned refuse; /* a status to answer with instead of running the request */
+	size_t drained;		/* body bytes seen, kept or not */
+	unsigned refuse;	/* a status to answer with instead of running the request */
+	const char *refuse_why; /* for a 400 refusal: what was wrong */
 	char header_name[16];
 	char header_value[16];
 	size_t header_name_len; /* past the buffer: longer than it */

@@ -101,8 +101,10 @@ static short api_connection_events(struct api_connection *connection)
 	return room ? POLLIN : 0;
 }
 
-/* Reads what came, sends what is queued. 0, or -1: close the connection. */
-static int api_connection_serve(struct api_connection *connection, short revents, int64_t now)
+/* Reads what came, sends what is queued. 0, or -1: close the connection. The clock is
+ * read after each step: a request may run for long (a snapshot), and the connection was
+ * active until its reply went out. */
+static int api_connection_serve(struct api_connection *connection, short revents)
 {
 	struct api_http *http = &connection->http;
 	size_t room, unsent;
@@ -113,7 +115,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
 		if (n >= 0)
-			connection->active_ns = now;
+			connection->active_ns = api_now_ns();
 		if (n > 0 && api_http_received(http, (size_t)n))
 			return -1;
 		if (n == 0 && api_http_end_of_input(http))
@@ -124,7 +126,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		ssize_t n = send(connection->fd, out, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		connection->active_ns = now;
+		connection->active_ns = api_now_ns();
 		if (api_http_sent(http, (size_t)n))
 			return -1;
 	}
@@ -177,16 +179,15 @@ static void *api_server_thread(void *arg)
 		}
 		if (fds[0].revents)
 			break;
-		now = api_now_ns();
 		/* Backwards, so that the one moved into a closed one's slot was served. */
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
-			if (api_connection_serve(connection, fds[2 + i].revents, now) ||
-			    now - connection->active_ns >= API_IDLE_TIMEOUT_NS)
+			if (api_connection_serve(connection, fds[2 + i].revents) ||
+			    api_now_ns() - connection->active_ns >= API_IDLE_TIMEOUT_NS)
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
-			api_accept(server, now);
+			api_accept(server, api_now_ns());
 	}
 	return NULL;
 }

@@ -2,6 +2,7 @@
  * in any pieces, pipelined, malformed or oversized, and the replies that come out. The
  * controller has no VM; GET / answers with its state. No KVM needed. */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -261,6 +262,62 @@ static void requests_sent_before_the_client_closed_are_still_answered(void **sta
 	assert_true(api_http_finished(&f->http));
 }
 
+static void head_gets_the_length_without_the_body(void **state)
+{
+	struct fixture *f = *state;
+
+	feed_all(f, "HEAD / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n");
+	drain_all(f);
+	/* The HEAD's reply ends with its headers; the GET's follows at once. */
+	assert_true(strncmp(f->sent, "HTTP/1.1 405 ", 13) == 0);
+	assert_non_null(strstr(f->sent, "Content-Length: "));
+	const char *next = strstr(f->sent, "\r\n\r\n");
+	assert_non_null(next);
+	assert_true(strncmp(next + 4, "HTTP/1.1 200 OK\r\n", 17) == 0);
+}
+
+/* An Upgrade request with a body, sent in one piece or with the body in a second. */
+static void assert_upgrade_refused(struct fixture *f, bool split)
+{
+	const char *head = "PATCH /machine-config HTTP/1.1\r\nConnection: Upgrade\r\n"
+			   "Upgrade: h2c\r\nContent-Length: 16\r\n\r\n";
+	const char *body = "{\"vcpu_count\":2}";
+	char whole[256];
+
+	if (split) {
+		feed_all(f, head);
+		feed_all(f, body);
+	} else {
+		snprintf(whole, sizeof(whole), "%s%s", head, body);
+		feed_all(f, whole);
+	}
+	drain_all(f);
+	assert_true(strncmp(f->sent, "HTTP/1.1 400 ", 13) == 0);
+	assert_non_null(strstr(f->sent, "protocol upgrade not supported"));
+	assert_true(api_http_finished(&f->http));
+	assert_int_equal(f->controller.pending.cpus, 1); /* not run */
+}
+
+static void an_upgrade_request_is_refused_in_one_piece(void **state)
+{
+	assert_upgrade_refused(*state, false);
+}
+
+static void an_upgrade_request_is_refused_with_its_body_apart(void **state)
+{
+	assert_upgrade_refused(*state, true);
+}
+
+static void expect_with_trailing_whitespace_still_gets_its_100(void **state)
+{
+	struct fixture *f = *state;
+
+	feed_all(f, "PATCH /machine-config HTTP/1.1\r\nContent-Length: 16\r\n"
+		    "Expect: 100-continue \t\r\n\r\n");
+	drain_all(f);
+	assert_string_equal(f->sent, "HTTP/1.1 100 Continue\r\n\r\n");
+}
+
 static void an_upgrade_request_is_refused_and_closes(void **state)
 {
 	struct fixture *f = *state;
@@ -294,6 +351,13 @@ int main(void)
 		requests_sent_before_the_client_closed_are_still_answered, setup, teardown),
 	    cmocka_unit_test_setup_teardown(an_upgrade_request_is_refused_and_closes, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(head_gets_the_length_without_the_body, setup, teardown),
+	    cmocka_unit_test_setup_teardown(an_upgrade_request_is_refused_in_one_piece, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(an_upgrade_request_is_refused_with_its_body_apart,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(expect_with_trailing_whitespace_still_gets_its_100,
+					    setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
