@@ -12,8 +12,9 @@
  *   PUT   /snapshot/create           PUT /snapshot/load
  *
  * Statuses: 200 (GET), 204 (done), 400 (malformed JSON, wrong type, unknown field or
- * value, a command the VM's state refuses, a command that failed), 404 (no such path),
- * 405 (method not allowed there), 413 (body over API_BODY_MAX), 500 (out of memory).
+ * value, a command the VM's state refuses, a command that failed; malformed HTTP or a
+ * protocol upgrade, api_http.h), 404 (no such path), 405 (method not allowed there), 413
+ * (body over API_BODY_MAX), 414 (path over API_HTTP_URL_MAX), 500 (out of memory).
  * A refused request changes nothing. */
 #ifndef MOTE_API_SERVER_H
 #define MOTE_API_SERVER_H
