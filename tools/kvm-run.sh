@@ -254,6 +254,23 @@ silence_s=${MOTE_OUTER_SILENCE:-300}
 # Booting the outer guest up to its first heartbeat takes 10-130 s here.
 first_heartbeat_s=$((silence_s * 2))
 
+# Says on stderr what the emulator's CPUs and interrupt controllers were doing when the
+# outer guest stalled, from QEMU's monitor: where each CPU is, its flags, the
+# interrupts raised, and those each local APIC has pending or in service (MSIs too). One stall (2026-12-05) left both CPUs for minutes at the same
+# instruction, just after the sti in finish_task_switch(), while their watchdog timers
+# still fired: this tells an interrupt storm from a CPU the emulator no longer runs.
+dump_outer_state() {
+	[ -S "$run/monitor" ] || return 0
+	echo "kvm-run: the outer guest's state at the stall (QEMU monitor):" >&2
+	# Twice, 2 s apart: whether the CPUs move, and how fast the interrupt counts grow.
+	{
+		printf 'info registers -a\ninfo irq\n'
+		sleep 2
+		printf 'info registers -a\ninfo irq\ninfo pic\ncpu 0\ninfo lapic\ncpu 1\ninfo lapic\n'
+	} | timeout 30 socat -t 5 - "UNIX-CONNECT:$run/monitor" 2>/dev/null | tr -d '\r' |
+		grep -aE '^(CPU#|RIP=|IRQ statistics| *[0-9]+: |ioapic|pic|  pin|dumping|ISR|IRR)' >&2 || :
+}
+
 # Watches the heartbeat of the outer guest $1; marks the run stalled and stops QEMU
 # when it stops. A console line from the command counts as a sign of life too (the
 # reader below records its time), so a guest that is visibly running tests is never
@@ -275,6 +292,7 @@ watch_heartbeat() {
 		if [ $((now - last)) -gt "$limit" ]; then
 			echo "kvm-run: no heartbeat from the outer guest for $((now - last)) s" >&2
 			: >"$run/stalled"
+			dump_outer_state
 			kill -TERM "$qemu" 2>/dev/null
 			return
 		fi
@@ -293,6 +311,8 @@ boot_outer() {
 		"$run/panicked" "$run/scratch.img" "$run/console-alive"
 	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
 	mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
+	# Not on a terminal, QEMU's monitor gets a socket for dump_outer_state; on one, it
+	# stays on the console (Ctrl-A c) with the serial port.
 	local watch=$((1 - stdin_tty)) reader=""
 	if [ $watch -eq 1 ]; then
 		rm -f "$run/console"
@@ -306,6 +326,7 @@ boot_outer() {
 		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
 		-append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
+		$([ $watch -eq 1 ] && echo "-monitor unix:$run/monitor,server=on,wait=off") \
 		-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
 		-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
 		-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
@@ -328,6 +349,7 @@ boot_outer() {
 				[ "${BASH_REMATCH[1]}" -ge "$LOCKUP_STALL_S" ] && stalled=1
 			if [ $stalled -eq 1 ] && [ ! -e "$run/stalled" ]; then
 				: >"$run/stalled"
+				dump_outer_state
 				kill -TERM "$qemu_pid" 2>/dev/null
 			fi
 		done <"$run/console" &
