@@ -252,7 +252,7 @@ static void api_http_refusal(unsigned status, const char *why, struct api_reply 
 		snprintf(fault, sizeof(fault), "request target longer than %d bytes",
 			 API_HTTP_URL_MAX);
 	else
-		snprintf(fault, sizeof(fault), "malformed HTTP request: %s", why);
+		snprintf(fault, sizeof(fault), "malformed HTTP request: %s", why ? why : "refused");
 	api_reply_fault(reply, status, fault);
 }
 
@@ -284,7 +284,7 @@ static int api_http_fail(struct api_http *h)
 	if (h->out_of_memory)
 		return -ENOMEM;
 	if (h->refuse)
-		api_http_refusal(h->refuse, NULL, &reply);
+		api_http_refusal(h->refuse, h->refuse_why, &reply);
 	else
 		api_http_refusal(400, http_errno_description(error), &reply);
 	log_debug(&h->log, "api: refused with %u: %s", reply.status, http_errno_name(error));
