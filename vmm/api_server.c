@@ -14,11 +14,11 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api_http.h"
 #include "unix_listener.h"
+#include "vm.h"
 
 #define API_LISTEN_BACKLOG 16
 /* Connections served at once; more wait in the listen backlog. */
@@ -47,14 +47,6 @@ struct api_server {
 	char *socket_path;
 	struct unix_listener_id socket_id; /* the socket bound, so only it is removed */
 };
-
-static int64_t api_now_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
 
 static void api_accept(struct api_server *server, int64_t now)
 {
@@ -115,7 +107,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
 		if (n >= 0)
-			connection->active_ns = api_now_ns();
+			connection->active_ns = vm_now_ns();
 		if (n > 0 && api_http_received(http, (size_t)n))
 			return -1;
 		if (n == 0 && api_http_end_of_input(http))
@@ -126,7 +118,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		ssize_t n = send(connection->fd, out, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		connection->active_ns = api_now_ns();
+		connection->active_ns = vm_now_ns();
 		if (api_http_sent(http, (size_t)n))
 			return -1;
 	}
@@ -160,7 +152,7 @@ static void *api_server_thread(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int64_t now = api_now_ns();
+		int64_t now = vm_now_ns();
 		bool may_accept = server->connection_count < API_CONNECTIONS_MAX &&
 				  now >= server->accept_after_ns;
 		unsigned count = server->connection_count;
@@ -183,11 +175,11 @@ static void *api_server_thread(void *arg)
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
 			if (api_connection_serve(connection, fds[2 + i].revents) ||
-			    api_now_ns() - connection->active_ns >= API_IDLE_TIMEOUT_NS)
+			    vm_now_ns() - connection->active_ns >= API_IDLE_TIMEOUT_NS)
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
-			api_accept(server, api_now_ns());
+			api_accept(server, vm_now_ns());
 	}
 	return NULL;
 }
