@@ -21,9 +21,8 @@
 #include "vm.h"
 
 #define API_LISTEN_BACKLOG 16
-/* Connections served at once; more wait in the listen backlog. */
-#define API_CONNECTIONS_MAX 16
-/* A connection that neither sends nor reads for this long is closed. */
+/* A connection that neither sends nor reads for this long is closed, unless
+ * api_server_set_idle_timeout() says otherwise. */
 #define API_IDLE_TIMEOUT_NS (60 * 1000000000LL)
 /* accept() failing for want of descriptors or memory is retried after this long
  * instead of at once (the pending connection keeps the socket readable). */
@@ -44,6 +43,7 @@ struct api_server {
 	struct api_connection *connections[API_CONNECTIONS_MAX];
 	unsigned connection_count;
 	int64_t accept_after_ns; /* accept() is retried from then on */
+	_Atomic int64_t idle_timeout_ns;
 	char *socket_path;
 	struct unix_listener_id socket_id; /* the socket bound, so only it is removed */
 };
@@ -126,12 +126,12 @@ static int api_connection_serve(struct api_connection *connection, short revents
 }
 
 /* Until the nearest idle deadline or accept retry, in poll()'s milliseconds; -1: none. */
-static int api_poll_timeout(const struct api_server *server, int64_t now)
+static int api_poll_timeout(const struct api_server *server, int64_t now, int64_t idle_timeout)
 {
 	int64_t deadline = INT64_MAX;
 
 	for (unsigned i = 0; i < server->connection_count; i++) {
-		int64_t idle_end = server->connections[i]->active_ns + API_IDLE_TIMEOUT_NS;
+		int64_t idle_end = server->connections[i]->active_ns + idle_timeout;
 		if (idle_end < deadline)
 			deadline = idle_end;
 	}
@@ -153,6 +153,7 @@ static void *api_server_thread(void *arg)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
 		int64_t now = vm_now_ns();
+		int64_t idle_timeout = server->idle_timeout_ns;
 		bool may_accept = server->connection_count < API_CONNECTIONS_MAX &&
 				  now >= server->accept_after_ns;
 		unsigned count = server->connection_count;
@@ -164,7 +165,8 @@ static void *api_server_thread(void *arg)
 			fds[2 + i] = (struct pollfd){
 			    .fd = server->connections[i]->fd,
 			    .events = api_connection_events(server->connections[i])};
-		if (poll(fds, 2 + count, api_poll_timeout(server, now)) < 0 && errno != EINTR) {
+		if (poll(fds, 2 + count, api_poll_timeout(server, now, idle_timeout)) < 0 &&
+		    errno != EINTR) {
 			log_error(&server->log, "api socket %s: poll: %s", server->socket_path,
 				  strerror(errno));
 			break;
@@ -175,7 +177,7 @@ static void *api_server_thread(void *arg)
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
 			if (api_connection_serve(connection, fds[2 + i].revents) ||
-			    vm_now_ns() - connection->active_ns >= API_IDLE_TIMEOUT_NS)
+			    vm_now_ns() - connection->active_ns >= idle_timeout)
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
@@ -226,6 +228,7 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	server->controller = c;
 	server->log = *log;
 	server->listen_fd = -1;
+	server->idle_timeout_ns = API_IDLE_TIMEOUT_NS;
 	server->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (server->stop_fd < 0 || !(server->socket_path = strdup(socket_path))) {
 		int ret = server->stop_fd < 0 ? -errno : -ENOMEM;
@@ -248,6 +251,11 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	log_debug(&server->log, "api: serving on %s", socket_path);
 	*out = server;
 	return 0;
+}
+
+void api_server_set_idle_timeout(struct api_server *server, int64_t timeout_ns)
+{
+	server->idle_timeout_ns = timeout_ns;
 }
 
 void api_server_stop(struct api_server *server)

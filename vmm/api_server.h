@@ -20,11 +20,14 @@
 #define MOTE_API_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "log.h"
 #include "vm_command.h"
 
 #define API_BODY_MAX (64 * 1024)
+/* Connections served at once; more wait in the listen backlog until one closes. */
+#define API_CONNECTIONS_MAX 16
 
 struct api_reply {
 	unsigned status;
@@ -50,6 +53,10 @@ void api_reply_fault(struct api_reply *reply, unsigned status, const char *messa
  * each logged. */
 int api_server_start(struct vm_controller *c, const char *socket_path, const struct mote_log *log,
 		     struct api_server **out);
+
+/* Closes connections that neither send nor read for timeout_ns (60 s by default). The
+ * server thread reads it when it next wakes: set it before clients connect. */
+void api_server_set_idle_timeout(struct api_server *server, int64_t timeout_ns);
 
 /* Stops answering and removes the socket; server may be NULL. */
 void api_server_stop(struct api_server *server);

@@ -4,7 +4,9 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -457,6 +459,38 @@ static int connect_raw(struct fixture *f)
 	return fd;
 }
 
+/* Reads fd until the server closes it, waiting at most timeout_ms for each piece; the
+ * bytes read, NUL-terminated in buf. Fails the test if the server never closes it. */
+static size_t read_to_close(int fd, char *buf, size_t size, int timeout_ms)
+{
+	size_t len = 0;
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, timeout_ms) != 1)
+			fail_msg("the server neither answered nor closed within %d ms", timeout_ms);
+		ssize_t n = recv(fd, buf + len, size - 1 - len, 0);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	return len;
+}
+
+static void assert_reply_starts_with(const char *reply, const char *prefix)
+{
+	if (strncmp(reply, prefix, strlen(prefix)) != 0)
+		fail_msg("reply \"%.60s\" does not start with \"%s\"", reply, prefix);
+}
+
+static bool readable_within(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, timeout_ms) == 1;
+}
+
 static void a_stalled_client_holds_up_no_other(void **state)
 {
 	struct fixture *f = *state;
@@ -477,18 +511,63 @@ static void malformed_http_is_400_and_closes_only_its_connection(void **state)
 	struct fixture *f = *state;
 	static const char garbage[] = "GET / HTTP/1.1\r\nno colon here\r\n\r\n";
 	char reply[1024];
-	size_t len = 0;
-	ssize_t n;
 	int fd = connect_raw(f);
 
 	assert_int_equal(send(fd, garbage, sizeof(garbage) - 1, 0), (ssize_t)sizeof(garbage) - 1);
 	/* The server answers and closes: reading ends at EOF, not in a hang. */
-	while ((n = recv(fd, reply + len, sizeof(reply) - 1 - len, 0)) > 0)
-		len += (size_t)n;
-	reply[len] = '\0';
+	read_to_close(fd, reply, sizeof(reply), 10000);
 	close(fd);
-	assert_true(strncmp(reply, "HTTP/1.1 400 ", 13) == 0);
+	assert_reply_starts_with(reply, "HTTP/1.1 400 ");
 	assert_non_null(strstr(reply, "fault_message"));
+	assert_still_answers(f);
+}
+
+static void an_idle_connection_is_closed_and_a_slow_request_is_not(void **state)
+{
+	struct fixture *f = *state;
+	static const char *const pieces[] = {"GET / HTTP/1.1\r\n", "Host: mote\r\n",
+					     "Connection: close\r\n", "Accept: */*\r\n", "\r\n"};
+	const int64_t idle_ms = 1000;
+	char reply[2048];
+
+	api_server_set_idle_timeout(f->server, idle_ms * 1000000);
+	int idle = connect_raw(f);
+	int slow = connect_raw(f);
+	/* 1.2 s from the first piece to the last, never more than 0.3 s apart. */
+	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
+		if (i)
+			usleep(300 * 1000);
+		assert_int_equal(send(slow, pieces[i], strlen(pieces[i]), MSG_NOSIGNAL),
+				 (ssize_t)strlen(pieces[i]));
+	}
+	read_to_close(slow, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
+	/* The silent one was closed by now, or is closed soon: EOF, no reply. */
+	assert_int_equal(read_to_close(idle, reply, sizeof(reply), 10000), 0);
+	close(idle);
+	close(slow);
+	assert_still_answers(f);
+}
+
+static void connections_past_the_limit_wait_for_a_free_slot(void **state)
+{
+	struct fixture *f = *state;
+	static const char get[] = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
+	int held[API_CONNECTIONS_MAX];
+	char reply[2048];
+
+	for (int i = 0; i < API_CONNECTIONS_MAX; i++)
+		held[i] = connect_raw(f);
+	/* Accepted in order: this one waits in the backlog behind the ones held. */
+	int extra = connect_raw(f);
+	assert_int_equal(send(extra, get, sizeof(get) - 1, 0), (ssize_t)sizeof(get) - 1);
+	assert_false(readable_within(extra, 300));
+	close(held[0]);
+	read_to_close(extra, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
+	close(extra);
+	for (int i = 1; i < API_CONNECTIONS_MAX; i++)
+		close(held[i]);
 	assert_still_answers(f);
 }
 
@@ -575,6 +654,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(a_stalled_client_holds_up_no_other, setup, teardown),
 	    cmocka_unit_test_setup_teardown(malformed_http_is_400_and_closes_only_its_connection,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(an_idle_connection_is_closed_and_a_slow_request_is_not,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(connections_past_the_limit_wait_for_a_free_slot, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(a_live_socket_and_a_non_socket_path_are_refused, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(a_stale_socket_is_replaced_and_the_socket_goes_at_stop,
