@@ -183,6 +183,8 @@ key=$(cat "$here/outer-init.sh" "$here/build-initramfs.sh" "$here/guest-tree.sh"
 	"$outer_dir/modules/order" |
 	sha256sum | cut -c1-16)
 initramfs="$outer_dir/initramfs-$key.cpio.gz"
+# The outer kernel's symbols, sorted, once the outer guest has listed them (outer-init).
+kallsyms="$outer_dir/kallsyms-$key"
 prepare_initramfs "$outer_dir" "$initramfs"
 flock -u 9
 exec 9>&-
@@ -268,7 +270,31 @@ dump_outer_state() {
 		sleep 2
 		printf 'info registers -a\ninfo irq\ninfo pic\ncpu 0\ninfo lapic\ncpu 1\ninfo lapic\n'
 	} | timeout 30 socat -t 5 - "UNIX-CONNECT:$run/monitor" 2>/dev/null | tr -d '\r' |
-		grep -aE '^(CPU#|RIP=|IRQ statistics| *[0-9]+: |ioapic|pic|  pin|dumping|ISR|IRR)' >&2 || :
+		grep -aE '^(CPU#|RIP=|IRQ statistics| *[0-9]+: |ioapic|pic|  pin|dumping|ISR|IRR)' \
+			>"$run/dump" || :
+	cat "$run/dump" >&2
+	keep_kallsyms
+	[ -s "$kallsyms" ] || return 0
+	sed -n 's/^RIP=\([0-9a-f]\{16\}\).*/\1/p' "$run/dump" | sort -u | while read -r rip; do
+		echo "kvm-run: RIP $rip is $(name_address "$rip")" >&2
+	done
+}
+
+# keep_kallsyms: files the symbol list the outer guest wrote (outer-init.sh) in the cache.
+keep_kallsyms() {
+	[ -s "$run/share/kallsyms" ] && [ ! -s "$kallsyms" ] || return 0
+	sort "$run/share/kallsyms" >"$kallsyms.$$" && mv "$kallsyms.$$" "$kallsyms"
+}
+
+# name_address ADDR: the kernel symbol ADDR (16 hex digits) falls in, as symbol+offset.
+# Addresses of one width compare as strings.
+name_address() {
+	local found
+	found=$(awk -v a="$1" '$1 > a { exit } { best = $0 } END { print best }' "$kallsyms")
+	# shellcheck disable=SC2086 # its words: address, type, name and maybe [module]
+	set -- "$1" $found
+	[ $# -ge 4 ] || { echo "unknown"; return; }
+	printf '%s+0x%x%s\n' "$4" $((16#$1 - 16#$2)) "${5:+ $5}"
 }
 
 # Watches the heartbeat of the outer guest $1; marks the run stalled and stops QEMU
@@ -309,6 +335,8 @@ boot_outer() {
 	fi
 	rm -f "$run/share/status" "$run/share/failure" "$run/share/heartbeat" "$run/stalled" \
 		"$run/panicked" "$run/scratch.img" "$run/console-alive"
+	keep_kallsyms
+	[ -s "$kallsyms" ] || : >"$run/share/want-kallsyms"
 	truncate -s "${MOTE_SCRATCH_SIZE:-8G}" "$run/scratch.img"
 	mkfs.ext4 -q -F -E lazy_itable_init=1,lazy_journal_init=1 "$run/scratch.img"
 	# Not on a terminal, QEMU's monitor gets a socket for dump_outer_state; on one, it
@@ -321,11 +349,13 @@ boot_outer() {
 	# loglevel=5: the outer kernel's warnings reach the log too; a soft lockup or an RCU
 	# stall prints its header as an error but its call trace at the default level
 	# (warning), and without the trace an outer-guest stall cannot be told apart.
+	# nokaslr: the same kernel addresses on every boot, so that one symbol list names
+	# those of a stall dump (keep_kallsyms).
 	timeout --foreground -k 10 "$(($1 - $(date +%s)))" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu "$outer_cpu" -m "$mem" -smp 2 \
 		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
-		-append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
+		-append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off nokaslr" \
 		$([ $watch -eq 1 ] && echo "-monitor unix:$run/monitor,server=on,wait=off") \
 		-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
 		-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
@@ -402,6 +432,7 @@ while :; do
 	echo "kvm-run: the outer guest stalled or crashed; booting it again, attempt $attempt" >&2
 done
 exec 3<&-
+keep_kallsyms
 
 # 137: QEMU ignored the TERM and timeout -k killed it.
 if [ "$qemu_status" -eq 124 ] || [ "$qemu_status" -eq 137 ]; then

@@ -54,6 +54,13 @@ mount -t 9p -o "$p9" moterun "$run" || fail "cannot mount the run share (9p)"
 	sleep 15
 done) &
 
+# The kernel's symbols, for a kernel and module set that kvm-run.sh has none of yet:
+# it names the instruction addresses in a stall dump with them. nokaslr on the command
+# line keeps the addresses the same on every boot, so one copy serves them all.
+if [ -e "$run/want-kallsyms" ]; then
+	(cat /proc/kallsyms >"$run/kallsyms.part" && mv "$run/kallsyms.part" "$run/kallsyms") &
+fi
+
 if [ ! -c /dev/kvm ]; then
 	fail "/dev/kvm did not appear in the outer guest: $(dmesg | grep -iE 'kvm|svm' | tail -3)"
 fi
