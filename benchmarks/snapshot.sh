@@ -7,12 +7,13 @@
 #   full snapshot  mote: `mote snapshot` (its figure: state + sparse memory file written
 #                  and fsynced); QEMU: QMP `migrate` to a file, request to completed
 #   diff snapshot  mote only (QEMU has no diff snapshots): after the guest wrote 1 MiB
-#   restore, VMM   process start to the VM running, as its control API reports it
-#                  (mote: GET / says "Running"; QEMU, started with -incoming: QMP
-#                  query-status says "running", after a `cont`, since the snapshot was
-#                  taken stopped), polled every millisecond by benchmarks/launch.py,
-#                  which starts the monitor itself; and mote's own figure, main() to
-#                  every vCPU thread started (no exec, no loader)
+#   restore, VMM   process start to the VM running, as the monitor reports it (mote:
+#                  its "restored VM running" line on stderr, and then GET / must say
+#                  "Running"; QEMU, started with -incoming: QMP query-status says
+#                  "running", after a `cont`, since the snapshot was taken stopped,
+#                  polled every millisecond), timed by benchmarks/launch.py, which
+#                  starts the monitor itself; and mote's own figure, main() to every
+#                  vCPU thread started (no exec, no loader)
 #   restore, e2e   mote only: process start to the in-guest agent's first answer
 #                  (`mote exec -- true`); QEMU has no agent on our vsock protocol
 # and fork: N copies restored from one snapshot at once by launch.py: time until all
@@ -266,7 +267,7 @@ fork_one_process() {
 # fork_one_process_without_api DIR N: once more without API sockets (the copies are
 # reached over vsock alone), timed by mote's own clock only: main() to the last copy's
 # vCPUs running. The difference from the run above is what the copies' API servers
-# cost, and launch.py's polling of them while they start.
+# cost.
 fork_one_process_without_api() {
 	local d=$1 n=$2 i
 	progress "${d##*/mote-} mote: fork $n in one process, no API sockets"
