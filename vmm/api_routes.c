@@ -17,6 +17,8 @@ enum api_method {
 
 enum api_route_kind {
 	API_ROUTE_DESCRIBE,
+	API_ROUTE_VERSION,
+	API_ROUTE_VM_CONFIG,
 	API_ROUTE_MACHINE_CONFIG,
 	API_ROUTE_BOOT_SOURCE,
 	API_ROUTE_DRIVE,
@@ -37,6 +39,8 @@ struct api_route {
 
 static const struct api_route api_routes[] = {
     {"/", API_ROUTE_DESCRIBE, API_GET, "GET"},
+    {"/version", API_ROUTE_VERSION, API_GET, "GET"},
+    {"/vm/config", API_ROUTE_VM_CONFIG, API_GET, "GET"},
     {"/machine-config", API_ROUTE_MACHINE_CONFIG, API_GET | API_PUT | API_PATCH, "GET, PUT, PATCH"},
     {"/boot-source", API_ROUTE_BOOT_SOURCE, API_PUT, "PUT"},
     {"/drives/", API_ROUTE_DRIVE, API_PUT, "PUT"},
@@ -122,6 +126,122 @@ static void api_describe(struct vm_controller *c, bool machine, struct api_reply
 	api_reply_json(reply, 200, json);
 }
 
+/* Firecracker's FirecrackerVersion, with mote's version in it. */
+static void api_version(struct api_reply *reply)
+{
+	cJSON *json = cJSON_CreateObject();
+
+	if (!json || !cJSON_AddStringToObject(json, "firecracker_version", mote_version())) {
+		cJSON_Delete(json);
+		reply->status = 500;
+		return;
+	}
+	api_reply_json(reply, 200, json);
+}
+
+/* A disk's or NIC's name where the configuration gave none: the guest's name for it,
+ * which PUT /snapshot/load's overrides accept too (vm_setup_find_disk). */
+static const char *api_device_name(const char *id, const char *format, unsigned i, char *buf,
+				   size_t len)
+{
+	if (id)
+		return id;
+	snprintf(buf, len, format, i);
+	return buf;
+}
+
+/* Adds name: string to object unless value is NULL; false when out of memory. */
+static bool api_add_optional_string(cJSON *object, const char *name, const char *value)
+{
+	return !value || cJSON_AddStringToObject(object, name, value);
+}
+
+static cJSON *api_drive_json(const struct mote_disk *disk, unsigned i)
+{
+	cJSON *json = cJSON_CreateObject();
+	char name[16];
+
+	if (json &&
+	    cJSON_AddStringToObject(
+		json, "drive_id", api_device_name(disk->id, "vd%c", 'a' + i, name, sizeof(name))) &&
+	    cJSON_AddStringToObject(json, "path_on_host", disk->path) &&
+	    cJSON_AddBoolToObject(json, "is_root_device", disk->root) &&
+	    cJSON_AddBoolToObject(json, "is_read_only", disk->read_only) &&
+	    api_add_optional_string(json, "overlay", disk->overlay) &&
+	    cJSON_AddBoolToObject(json, "direct", disk->direct))
+		return json;
+	cJSON_Delete(json);
+	return NULL;
+}
+
+static cJSON *api_nic_json(const struct mote_net *net, unsigned i)
+{
+	cJSON *json = cJSON_CreateObject();
+	char name[16], mac[18];
+
+	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", net->mac[0], net->mac[1],
+		 net->mac[2], net->mac[3], net->mac[4], net->mac[5]);
+	if (json &&
+	    cJSON_AddStringToObject(json, "iface_id",
+				    api_device_name(net->id, "eth%u", i, name, sizeof(name))) &&
+	    cJSON_AddStringToObject(json, "host_dev_name", net->tap) &&
+	    (!net->has_mac || cJSON_AddStringToObject(json, "guest_mac", mac)))
+		return json;
+	cJSON_Delete(json);
+	return NULL;
+}
+
+/* Firecracker's FullVmConfiguration, for the parts mote has: boot-source (none for a
+ * restored VM, as in Firecracker), drives, machine-config, network-interfaces, vsock.
+ * Each object has the fields its PUT takes. */
+static cJSON *api_vm_config_json(const struct mote_config *config)
+{
+	cJSON *json = cJSON_CreateObject(), *part;
+	bool ok = json != NULL;
+
+	if (ok && config->kernel_path) {
+		ok = (part = cJSON_AddObjectToObject(json, "boot-source")) &&
+		     cJSON_AddStringToObject(part, "kernel_image_path", config->kernel_path) &&
+		     api_add_optional_string(part, "initrd_path", config->initrd_path) &&
+		     api_add_optional_string(part, "boot_args", config->cmdline);
+	}
+	ok = ok && (part = cJSON_AddArrayToObject(json, "drives"));
+	for (unsigned i = 0; ok && i < config->disk_count; i++) {
+		cJSON *drive = api_drive_json(&config->disks[i], i);
+		ok = drive && cJSON_AddItemToArray(part, drive);
+	}
+	ok = ok && (part = cJSON_AddObjectToObject(json, "machine-config")) &&
+	     cJSON_AddNumberToObject(part, "vcpu_count", config->cpus) &&
+	     cJSON_AddNumberToObject(part, "mem_size_mib", (double)(config->mem_bytes >> 20)) &&
+	     cJSON_AddFalseToObject(part, "smt") &&
+	     cJSON_AddBoolToObject(part, "track_dirty_pages", config->track_dirty_pages);
+	ok = ok && (part = cJSON_AddArrayToObject(json, "network-interfaces"));
+	for (unsigned i = 0; ok && i < config->net_count; i++) {
+		cJSON *nic = api_nic_json(&config->nets[i], i);
+		ok = nic && cJSON_AddItemToArray(part, nic);
+	}
+	if (ok && config->vsock.guest_cid) {
+		ok = (part = cJSON_AddObjectToObject(json, "vsock")) &&
+		     cJSON_AddNumberToObject(part, "guest_cid", config->vsock.guest_cid) &&
+		     api_add_optional_string(part, "uds_path", config->vsock.uds_path);
+	}
+	if (ok)
+		return json;
+	cJSON_Delete(json);
+	return NULL;
+}
+
+static void api_vm_config_reply(const struct mote_config *config, void *opaque)
+{
+	struct api_reply *reply = opaque;
+	cJSON *json = api_vm_config_json(config);
+
+	if (json)
+		api_reply_json(reply, 200, json);
+	else
+		reply->status = 500;
+}
+
 static int api_parse_command(const struct api_route *route, unsigned method, const char *id,
 			     const cJSON *body, struct vm_command *command, char *fault,
 			     size_t fault_len)
@@ -147,6 +267,8 @@ static int api_parse_command(const struct api_route *route, unsigned method, con
 	case API_ROUTE_SNAPSHOT_LOAD:
 		return api_parse_snapshot_load(body, command, fault, fault_len);
 	case API_ROUTE_DESCRIBE:
+	case API_ROUTE_VERSION:
+	case API_ROUTE_VM_CONFIG:
 		break;
 	}
 	return cli_error(fault, fault_len, "no command for this path");
@@ -185,7 +307,12 @@ void api_handle(struct vm_controller *c, const char *method, const char *path, c
 		return;
 	}
 	if (method_bit == API_GET) {
-		api_describe(c, route->kind == API_ROUTE_MACHINE_CONFIG, reply);
+		if (route->kind == API_ROUTE_VERSION)
+			api_version(reply);
+		else if (route->kind == API_ROUTE_VM_CONFIG)
+			vm_controller_with_config(c, api_vm_config_reply, reply);
+		else
+			api_describe(c, route->kind == API_ROUTE_MACHINE_CONFIG, reply);
 		return;
 	}
 	if (!body || !len) {

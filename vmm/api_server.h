@@ -5,6 +5,9 @@
  *
  *   GET   /                          {"id", "state", "vmm_version", "app_name"}
  *   GET   /machine-config            {"vcpu_count", "mem_size_mib", "smt", "track_dirty_pages"}
+ *   GET   /vm/config                 FullVmConfiguration: boot-source, drives, machine-config,
+ *                                    network-interfaces, vsock
+ *   GET   /version                   {"firecracker_version"}, mote's version in it
  *   PUT   /machine-config            PATCH /machine-config (only the fields given)
  *   PUT   /boot-source               PUT /drives/{drive_id}   PUT /network-interfaces/{iface_id}
  *   PUT   /vsock                     PUT /actions {"action_type": InstanceStart|SendCtrlAltDel}

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vm.h"
+
 #define MIB (1024ULL * 1024ULL)
 
 /* How long InstanceStart waits for the running thread to take the VM into its run. */
@@ -500,5 +502,22 @@ void vm_controller_describe(struct vm_controller *c, struct vm_controller_descri
 	out->mem_size_mib = c->pending.mem_bytes / MIB;
 	out->track_dirty_pages = c->pending.track_dirty_pages;
 	out->has_kernel = c->pending.kernel != NULL;
+	pthread_mutex_unlock(&c->command_lock);
+}
+
+void vm_controller_with_config(struct vm_controller *c,
+			       void (*fn)(const struct mote_config *config, void *opaque),
+			       void *opaque)
+{
+	struct mote_config config;
+
+	/* command_lock: the pending options and c->vm change only under it. */
+	pthread_mutex_lock(&c->command_lock);
+	vm_command_config_from_options(&c->pending, &config);
+	if (c->vm) {
+		vm_setup_to_config(&c->vm->setup, &config);
+		config.track_dirty_pages = c->vm->track_dirty;
+	}
+	fn(&config, opaque);
 	pthread_mutex_unlock(&c->command_lock);
 }

@@ -165,6 +165,14 @@ struct vm_controller_description {
 
 void vm_controller_describe(struct vm_controller *c, struct vm_controller_description *out);
 
+/* Calls fn with the VM's configuration while no command can change it (strings valid
+ * only during the call): once there is a VM, its own setup (for a restored VM, the
+ * snapshot's, with the overrides it was loaded with) and the boot source it was started
+ * from, if any; before, the configuration InstanceStart would use. */
+void vm_controller_with_config(struct vm_controller *c,
+			       void (*fn)(const struct mote_config *config, void *opaque),
+			       void *opaque);
+
 /* Fills config from opts (strings borrowed from opts); used by InstanceStart. */
 void vm_command_config_from_options(const struct cli_options *opts, struct mote_config *config);
 

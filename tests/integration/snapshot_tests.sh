@@ -393,14 +393,27 @@ test_network_works_after_a_restore_onto_another_tap() {
 	tap_up mote-s6b "$HOST_IP" || return
 	ip link set mote-s6b address "$host_mac"
 	rm -f "$uds"
-	snap_restore s6r --snapshot "$WORK/s6.state" --mem "$WORK/s6.mem" --net eth0=mote-s6b
+	rm -f "$WORK/s6r.api"
+	snap_restore s6r --snapshot "$WORK/s6.state" --mem "$WORK/s6.mem" --net eth0=mote-s6b \
+		--api-sock "$WORK/s6r.api"
 	snap_exec "$uds" s6-ping ping -c 1 -W 10 "$HOST_IP"
 	local after=$status
+	# The API reports the restored setup, override included, and no boot source.
+	local config
+	config=$(printf 'GET /vm/config HTTP/1.1\r\nHost: mote\r\nConnection: close\r\n\r\n' |
+		timeout 30 socat -t 10 - "UNIX-CONNECT:$WORK/s6r.api" | tr -d '\r')
 	snap_end "$uds" s6r
 	tap_down mote-s6b
 	expect_status 0
 	[ "$before" -eq 0 ] || fail "the guest could not ping the host before the snapshot: $(cat "$WORK/s6-up.stdout" "$WORK/s6-up.stderr")"
 	[ "$after" -eq 0 ] || fail "the restored guest could not ping the host through the new TAP: $(cat "$WORK/s6-ping.stdout" "$WORK/s6-ping.stderr")"
+	case "$config" in
+	"HTTP/1.1 200 "*'"host_dev_name":"mote-s6b"'*) ;;
+	*) fail "GET /vm/config after the restore did not name the new TAP: $config" ;;
+	esac
+	case "$config" in
+	*'"boot-source"'*) fail "GET /vm/config of a restored VM has a boot source: $config" ;;
+	esac
 }
 
 # uptime_of FILE: the guest's uptime (seconds, /proc/uptime's first field) in FILE.

@@ -207,6 +207,94 @@ static void boot_source_drives_nics_and_vsock_configure_the_vm(void **state)
 	assert_string_equal(o->disks[0].path, "/s.img");
 }
 
+/* A request body: object printed as JSON. */
+static char *json_text(const cJSON *object)
+{
+	char *text = cJSON_PrintUnformatted(object);
+
+	assert_non_null(text);
+	return text;
+}
+
+static void vm_config_reports_the_configuration_in_the_shape_put_takes(void **state)
+{
+	struct fixture *f = *state;
+	static const char drive[] = "{\"drive_id\": \"rootfs\", \"path_on_host\": \"/r.img\", "
+				    "\"is_root_device\": true, \"is_read_only\": false, "
+				    "\"overlay\": \"/r.overlay\"}";
+	static const char nic[] = "{\"iface_id\": \"net1\", \"host_dev_name\": \"tap7\", "
+				  "\"guest_mac\": \"06:00:ac:10:00:02\"}";
+
+	cJSON *json = get_json(f, "/vm/config");
+	/* Nothing configured: no boot source and no vsock yet, empty device lists. */
+	assert_null(cJSON_GetObjectItem(json, "boot-source"));
+	assert_null(cJSON_GetObjectItem(json, "vsock"));
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "drives")), 0);
+	assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(json, "network-interfaces")), 0);
+	cJSON_Delete(json);
+
+	assert_int_equal(call(f, "PUT", "/boot-source",
+			      "{\"kernel_image_path\": \"/k\", \"boot_args\": \"quiet\"}", NULL),
+			 204);
+	assert_int_equal(call(f, "PUT", "/drives/rootfs", drive, NULL), 204);
+	assert_int_equal(call(f, "PUT", "/network-interfaces/net1", nic, NULL), 204);
+	assert_int_equal(
+	    call(f, "PUT", "/vsock", "{\"guest_cid\": 5, \"uds_path\": \"/tmp/v.sock\"}", NULL),
+	    204);
+	assert_int_equal(
+	    call(f, "PATCH", "/machine-config",
+		 "{\"vcpu_count\": 2, \"mem_size_mib\": 256, \"track_dirty_pages\": true}", NULL),
+	    204);
+
+	json = get_json(f, "/vm/config");
+	const cJSON *boot = cJSON_GetObjectItem(json, "boot-source");
+	assert_string_equal(cJSON_GetObjectItem(boot, "kernel_image_path")->valuestring, "/k");
+	assert_string_equal(cJSON_GetObjectItem(boot, "boot_args")->valuestring, "quiet");
+	assert_null(cJSON_GetObjectItem(boot, "initrd_path"));
+	const cJSON *machine = cJSON_GetObjectItem(json, "machine-config");
+	assert_int_equal(cJSON_GetObjectItem(machine, "vcpu_count")->valueint, 2);
+	assert_int_equal(cJSON_GetObjectItem(machine, "mem_size_mib")->valueint, 256);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(machine, "track_dirty_pages")));
+	const cJSON *vsock = cJSON_GetObjectItem(json, "vsock");
+	assert_int_equal(cJSON_GetObjectItem(vsock, "guest_cid")->valueint, 5);
+	assert_string_equal(cJSON_GetObjectItem(vsock, "uds_path")->valuestring, "/tmp/v.sock");
+	const cJSON *drives = cJSON_GetObjectItem(json, "drives");
+	const cJSON *nics = cJSON_GetObjectItem(json, "network-interfaces");
+	assert_int_equal(cJSON_GetArraySize(drives), 1);
+	assert_int_equal(cJSON_GetArraySize(nics), 1);
+
+	/* Each device comes back as the PUT that made it (direct defaults to false) ... */
+	cJSON *want_drive = cJSON_Parse(drive), *want_nic = cJSON_Parse(nic);
+	cJSON_AddFalseToObject(want_drive, "direct");
+	assert_true(cJSON_Compare(cJSON_GetArrayItem(drives, 0), want_drive, true));
+	assert_true(cJSON_Compare(cJSON_GetArrayItem(nics, 0), want_nic, true));
+	/* ... and PUT again as it is, it is taken and changes nothing. */
+	char *drive_again = json_text(cJSON_GetArrayItem(drives, 0));
+	char *nic_again = json_text(cJSON_GetArrayItem(nics, 0));
+	assert_int_equal(call(f, "PUT", "/drives/rootfs", drive_again, NULL), 204);
+	assert_int_equal(call(f, "PUT", "/network-interfaces/net1", nic_again, NULL), 204);
+	cJSON *again = get_json(f, "/vm/config");
+	assert_true(cJSON_Compare(again, json, true));
+	free(drive_again);
+	free(nic_again);
+	cJSON_Delete(again);
+	cJSON_Delete(want_drive);
+	cJSON_Delete(want_nic);
+	cJSON_Delete(json);
+}
+
+static void version_is_firecrackers_shape_with_motes_version(void **state)
+{
+	struct fixture *f = *state;
+	cJSON *json = get_json(f, "/version");
+
+	assert_string_equal(cJSON_GetObjectItem(json, "firecracker_version")->valuestring,
+			    MOTE_VERSION);
+	cJSON_Delete(json);
+	assert_refused(f, 405, "PUT", "/version", "{}", "GET");
+	assert_refused(f, 405, "PUT", "/vm/config", "{}", "GET");
+}
+
 /* What Firecracker's own clients send along, with values mote can honour. */
 static void firecracker_defaults_are_accepted(void **state)
 {
@@ -631,6 +719,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(a_refused_update_changes_nothing, setup, teardown),
 	    cmocka_unit_test_setup_teardown(boot_source_drives_nics_and_vsock_configure_the_vm,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		vm_config_reports_the_configuration_in_the_shape_put_takes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(version_is_firecrackers_shape_with_motes_version, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(firecracker_defaults_are_accepted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(malformed_json_is_400_and_the_server_keeps_answering,
 					    setup, teardown),
