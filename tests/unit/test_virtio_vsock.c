@@ -359,6 +359,35 @@ static void guest_rst_withdraws_a_connect_being_retried(void **state)
 	close(listener);
 }
 
+/* The guest asks for host port 2^30 from its port 1000 while that listener's backlog is
+ * full; meanwhile a host client connects to guest port 1000 and is given local port
+ * 2^30, the same pair of ports. The retried request must not become a second
+ * connection under that pair, which would take the client's traffic. */
+static void retried_guest_connect_never_shadows_a_host_connection_on_the_same_ports(void **state)
+{
+	struct vsock_fixture *f = *state;
+	int filler;
+	int listener = host_listen_full(f, 1u << 30, &filler);
+	struct vsock_pkt request = guest_pkt(1000, 1u << 30, VIRTIO_VSOCK_OP_REQUEST);
+	struct gconn c;
+	char got[4];
+
+	send_pkt(f, &request, NULL, 0);
+	int client = connect_from_host(f, 1000, &c);
+	assert_int_equal(c.host_port, 1u << 30);
+	close(host_accept(listener));
+	close(filler);
+	/* The retry is refused; nobody connects to the listener. */
+	expect_rst(f, 1000, 1u << 30);
+	assert_int_equal(accept(listener, NULL, NULL), -1);
+	/* The client's connection carries on. */
+	gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, "mine", 4);
+	host_read(f, client, got, 4);
+	assert_memory_equal(got, "mine", 4);
+	close(client);
+	close(listener);
+}
+
 static void guest_connect_to_a_listener_gets_response_and_carries_data(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -611,6 +640,7 @@ int main(void)
 	    TEST(guest_connect_to_a_full_backlog_waits_until_the_listener_accepts),
 	    TEST(guest_connect_to_a_backlog_that_stays_full_is_reset_in_the_end),
 	    TEST(guest_rst_withdraws_a_connect_being_retried),
+	    TEST(retried_guest_connect_never_shadows_a_host_connection_on_the_same_ports),
 	    TEST(guest_connect_to_a_listener_gets_response_and_carries_data),
 	    TEST(hundred_connections_at_once_carry_their_own_bytes),
 	    TEST(connection_limit_is_1023),
