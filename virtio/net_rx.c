@@ -196,6 +196,11 @@ static bool rx_deliver(struct virtio_net *net, uint64_t n)
 	}
 	if (!rx_fix_header(net, (uint16_t)count))
 		return false;
+	/* The buffers were marked dirty when taken (virtqueue.c), but the stash keeps them
+	 * across snapshots: a frame written after one must be in the next diff too. */
+	for (unsigned i = 0; i < iov_count; i++)
+		guest_memory_mark_dirty_host(net_rxq(net)->mem, rx->iov[i].iov_base,
+					     rx->iov[i].iov_len);
 	(void)virtq_push_batch(net_rxq(net), rx->used, count);
 	rx_stash_consume(rx, count, iov_count);
 	net->stats.rx_frames++;

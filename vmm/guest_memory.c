@@ -151,19 +151,28 @@ int guest_memory_track_dirty(struct guest_memory *mem)
 	return mem->vmm_dirty ? 0 : -ENOMEM;
 }
 
+void guest_memory_mark_dirty_host(const struct guest_memory *mem, const void *host, uint64_t len)
+{
+	const uint8_t *start = host;
+
+	if (!mem->vmm_dirty || !len || start < mem->base || start >= mem->base + mem->size ||
+	    len > (uint64_t)(mem->base + mem->size - start))
+		return;
+	/* Each region's host mapping sits at its memory-file offset within base. */
+	uint64_t offset = (uint64_t)(start - mem->base);
+	for (uint64_t page = offset / GUEST_PAGE_SIZE; page <= (offset + len - 1) / GUEST_PAGE_SIZE;
+	     page++)
+		__atomic_fetch_or(&mem->vmm_dirty[page / 64], 1ULL << (page % 64),
+				  __ATOMIC_RELAXED);
+}
+
 void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)
 {
 	if (!mem->vmm_dirty || !len)
 		return;
 	const uint8_t *host = guest_memory_ptr(mem, guest_addr, len);
-	if (!host)
-		return;
-	/* Each region's host mapping sits at its memory-file offset within base. */
-	uint64_t offset = (uint64_t)(host - mem->base);
-	for (uint64_t page = offset / GUEST_PAGE_SIZE; page <= (offset + len - 1) / GUEST_PAGE_SIZE;
-	     page++)
-		__atomic_fetch_or(&mem->vmm_dirty[page / 64], 1ULL << (page % 64),
-				  __ATOMIC_RELAXED);
+	if (host)
+		guest_memory_mark_dirty_host(mem, host, len);
 }
 
 void guest_memory_collect_dirty(struct guest_memory *mem, uint64_t *bitmap)

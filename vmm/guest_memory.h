@@ -52,6 +52,10 @@ int guest_memory_track_dirty(struct guest_memory *mem);
  * without tracking or for a range outside RAM. */
 void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len);
 
+/* The same for a host range, for a device that kept a buffer's host address (one
+ * guest_memory_ptr() gave); a no-op for a range outside guest RAM's mapping. */
+void guest_memory_mark_dirty_host(const struct guest_memory *mem, const void *host, uint64_t len);
+
 /* Moves the monitor-written bits into bitmap (OR, one bit per page of the file
  * layout, size / GUEST_PAGE_SIZE bits) and clears them. */
 void guest_memory_collect_dirty(struct guest_memory *mem, uint64_t *bitmap);
