@@ -153,10 +153,22 @@ static void mmio_write_queue_ready(struct virtio_mmio *mmio, uint32_t value)
 	struct virtq *q = &dev->queues[mmio->queue_sel];
 	const struct virtio_mmio_queue_regs *regs = &mmio->queue_regs[mmio->queue_sel];
 
+	if (!value && q->ready && dev->activated) {
+		/* A live device may hold the queue's buffers (requests in flight, a stash of
+		 * receive buffers) and has no way to give them up one queue at a time
+		 * (mote offers no VIRTIO_F_RING_RESET). Left as it is, with the device
+		 * waiting for the reset that gives everything back. */
+		mmio_needs_reset(mmio, "the driver disabled a queue the running device uses");
+		return;
+	}
 	if (!value) {
 		virtq_reset(q);
 		return;
 	}
+	/* Again on a ready queue: its indices stay (§4.2.2.3, the queue's registers change
+	 * only while it is not ready). */
+	if (q->ready)
+		return;
 	if (regs->num > dev->queue_max_size ||
 	    virtq_configure(q, dev->mem, (uint16_t)regs->num, regs->desc, regs->driver,
 			    regs->device, dev->driver_features & VIRTIO_FEATURE_EVENT_IDX) < 0)

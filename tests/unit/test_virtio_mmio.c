@@ -290,6 +290,50 @@ static void queue_registers_are_frozen_while_the_queue_is_ready(void **state)
 	assert_int_equal(f->mmio.queue_regs[0].desc, DESC_ADDR);
 }
 
+static void queue_ready_again_keeps_the_queues_place(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq *q = &f->fake.dev.queues[0];
+
+	bring_up(f);
+	q->last_avail_idx = 5; /* as if the device had taken five chains */
+	q->used_idx = 3;
+	wr(f, VIRTIO_MMIO_QUEUE_READY, 1);
+	assert_int_equal(q->last_avail_idx, 5);
+	assert_int_equal(q->used_idx, 3);
+	assert_false(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+}
+
+/* Without VIRTIO_F_RING_RESET a running device cannot give up one queue's buffers: the
+ * queue stays as it is and the device waits for a reset. Before DRIVER_OK, and after a
+ * reset, disabling a queue is the plain register write. */
+static void disabling_a_queue_of_a_running_device_needs_reset(void **state)
+{
+	struct fixture *f = *state;
+	struct virtq *q = &f->fake.dev.queues[0];
+
+	negotiate(f, VIRTIO_FEATURE_VERSION_1);
+	setup_queue(f, 0, QMAX);
+	wr(f, VIRTIO_MMIO_QUEUE_READY, 0);
+	assert_false(q->ready);
+	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
+	assert_false(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+
+	setup_queue(f, 0, QMAX);
+	driver_ok(f);
+	q->last_avail_idx = 5;
+	wr(f, VIRTIO_MMIO_QUEUE_READY, 0);
+	assert_true(q->ready);
+	assert_int_equal(q->last_avail_idx, 5);
+	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+
+	wr(f, VIRTIO_MMIO_STATUS, 0);
+	assert_false(q->ready);
+	bring_up(f);
+	assert_true(q->ready);
+	assert_false(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+}
+
 static void an_absent_queue_reads_as_size_zero_and_ignores_writes(void **state)
 {
 	struct fixture *f = *state;
@@ -502,6 +546,8 @@ int main(void)
 	    TEST(queue_larger_than_its_maximum_needs_reset),
 	    TEST(rings_outside_guest_memory_need_reset),
 	    TEST(queue_registers_are_frozen_while_the_queue_is_ready),
+	    TEST(queue_ready_again_keeps_the_queues_place),
+	    TEST(disabling_a_queue_of_a_running_device_needs_reset),
 	    TEST(an_absent_queue_reads_as_size_zero_and_ignores_writes),
 	    TEST(driver_ok_activates_the_device),
 	    TEST(driver_ok_without_features_ok_needs_reset),
