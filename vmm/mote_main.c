@@ -16,6 +16,7 @@
  * mote answers on the API socket. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "cli_control.h"
@@ -121,6 +122,20 @@ static const char usage[] =
     "            the command, 2 usage error\n"
     "cp exit codes: 0 copied, 1 not copied, 2 usage error, 125 agent unreachable\n";
 
+/* A VM's descriptors: KVM's, an eventfd or two per queue, its files, and one per vsock
+ * connection, up to 1023 each (a guest may open them all). The usual soft limit of 1024
+ * would run out first, in the middle of an API accept or a snapshot's open, so the
+ * commands that run VMs take the hard limit, as servers do; mote never uses select(). */
+static void raise_file_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+		limit.rlim_cur = limit.rlim_max;
+		(void)setrlimit(RLIMIT_NOFILE, &limit);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int64_t start_ns = monotonic_ns();
@@ -135,6 +150,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "pause") == 0 || strcmp(argv[1], "resume") == 0 ||
 			  strcmp(argv[1], "snapshot") == 0))
 		return cli_control_main(argc - 1, argv + 1);
+	raise_file_limit();
 	if (argc >= 2 && strcmp(argv[1], "restore") == 0)
 		return cli_restore_main(argc - 1, argv + 1, start_ns);
 	cli_options_init(&opts);

@@ -123,8 +123,13 @@ int snapshot_memory_apply_diff(struct guest_memory *mem, int fd, const char *pat
 			log_error(log, "diff memory file %s: %s", path, strerror(errno));
 			return err;
 		}
+		/* The file may have grown since fstat(): nothing past the guest's size. */
+		if ((uint64_t)data >= mem->size)
+			break;
 		off_t hole = lseek(fd, data, SEEK_HOLE);
 		uint64_t end = hole < 0 || (uint64_t)hole > mem->size ? mem->size : (uint64_t)hole;
+		if (end <= (uint64_t)data)
+			break;
 		int ret = file_read_at(fd, mem->base + data, end - (uint64_t)data, (uint64_t)data);
 		if (ret) {
 			log_error(log, "diff memory file %s: %s", path, strerror(-ret));

@@ -114,11 +114,15 @@ test_a_vsock_socket_path_already_taken_is_a_clear_error() {
 
 # The guest agent (guest-init, `mote.agent` on the command line) through the vsock
 # device: `mote exec` and `mote cp` as a user runs them against a running VM.
+# Started with a soft limit of 256 open files, which mote raises to the hard limit
+# (mote_main.c): a guest may open 1023 vsock connections.
 agent_vm_start() { # NAME UDS
 	rm -f "$2"
-	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" --mem 256M --cpus 2 \
-		--vsock "cid=$VSOCK_CID,uds=$2" --cmdline "$BASE_CMDLINE mote.agent" \
-		</dev/null >"$WORK/$1.out" 2>"$WORK/$1.err" 3>&- &
+	(
+		ulimit -Sn 256
+		exec "$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" --mem 256M --cpus 2 \
+			--vsock "cid=$VSOCK_CID,uds=$2" --cmdline "$BASE_CMDLINE mote.agent"
+	) </dev/null >"$WORK/$1.out" 2>"$WORK/$1.err" 3>&- &
 	agent_vm=$!
 }
 
@@ -146,6 +150,8 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	local exec_status=$status
 	agent_exec a1-missing /no/such/program
 	local missing_status=$status
+	local files
+	files=$(awk '/^Max open files/ { print $4, $5 }' "/proc/$agent_vm/limits")
 	agent_vm_stop a1
 	expect_status 0
 	[ "$exec_status" -eq 3 ] || fail "mote exec returned $exec_status, expected 3: $(cat "$WORK/a1-exec.stderr")"
@@ -153,6 +159,10 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	[ "$(cat "$WORK/a1-exec.stderr")" = err ] || fail "stderr was '$(cat "$WORK/a1-exec.stderr")'"
 	[ "$missing_status" -eq 127 ] || fail "a missing program gave $missing_status, expected 127"
 	grep -q "/no/such/program" "$WORK/a1-missing.stderr" || fail "no message names the missing program"
+	# shellcheck disable=SC2086 # two numbers
+	set -- $files
+	[ "$#" -eq 2 ] && [ "$1" = "$2" ] && [ "$1" != 256 ] ||
+		fail "mote kept a soft limit of open files below the hard one (soft, hard: $files)"
 }
 
 # The vsock socket of a running VM is refused to a second one; a socket left behind by
