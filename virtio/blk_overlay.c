@@ -243,6 +243,18 @@ static int overlay_restore(struct blk_overlay *ov, const struct blk_overlay_opti
 	int err = fds ? 0 : -ENOMEM;
 	unsigned opened = 0;
 
+	/* An overlay is always exactly its image's size (rounded up to a cluster), so a
+	 * file of another size named as one, by a state file or an override, is not one:
+	 * it is refused, not emptied. */
+	if (own->st_size != 0 && (uint64_t)own->st_size != overlay_bytes(ov)) {
+		log_error(&ov->log,
+			  "disk %s: %s has %llu bytes, not the %llu of an overlay of this image; "
+			  "a restore would empty it, so it is left alone",
+			  ov->base_path, ov->path, (unsigned long long)own->st_size,
+			  (unsigned long long)overlay_bytes(ov));
+		free(fds);
+		return -EINVAL;
+	}
 	/* All of them first: a missing layer must fail before the overlay is emptied. */
 	for (; opened < count && !err; opened++) {
 		if (!options->layers || !options->layers[opened]) {

@@ -653,6 +653,30 @@ static void an_overlay_in_use_is_busy_even_for_a_restore(void **state)
 	assert_disk_is_model(w);
 }
 
+/* A restore empties its overlay; a file named as the overlay that cannot be one (not
+ * the size of an overlay of this image) is refused and left as it was. */
+static void a_restore_leaves_a_file_that_is_no_overlay_alone(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+	const char *victim = in_dir(w, "notes.txt");
+	static const char notes[] = "keep me\n";
+
+	disk_write(w, 5 * CLUSTER, 0xc1, CLUSTER);
+	freeze(w, layers[0]);
+	int fd = open(victim, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, notes, sizeof(notes) - 1), (ssize_t)sizeof(notes) - 1);
+	close(fd);
+
+	assert_int_equal(try_attach_overlay(w, victim, true, layers, 1), -EINVAL);
+	assert_non_null(strstr(w->f->log_text, "left alone"));
+	assert_int_equal(file_size(victim), sizeof(notes) - 1);
+	/* A new file, or one of an overlay's size, is taken and emptied. */
+	attach_overlay(w, in_dir(w, "fresh"), true, layers, 1);
+	assert_int_equal(file_size(in_dir(w, "fresh")), DISK_BYTES);
+}
+
 static void disks_on_one_image_share_it_while_no_one_writes_it(void **state)
 {
 	struct world *w = *state;
@@ -739,6 +763,7 @@ int main(void)
 	    TEST(an_overlay_that_is_the_image_is_refused),
 	    TEST(an_overlay_on_a_read_only_disk_is_refused),
 	    TEST(an_overlay_in_use_is_busy_even_for_a_restore),
+	    TEST(a_restore_leaves_a_file_that_is_no_overlay_alone),
 	    TEST(disks_on_one_image_share_it_while_no_one_writes_it),
 	    TEST(a_missing_layer_fails_before_the_overlay_is_emptied),
 	    TEST(a_layer_of_another_size_or_the_overlay_itself_is_refused),
