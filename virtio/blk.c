@@ -280,6 +280,8 @@ static int blk_save(struct vdev *dev, struct snap_writer *w)
 		return -EBUSY;
 	}
 	snap_put_bool(w, blk->broken);
+	/* The size the guest knows the disk by (format 2 on). */
+	snap_put_u64(w, blk->disk.capacity);
 	return 0;
 }
 
@@ -288,6 +290,18 @@ static int blk_load(struct vdev *dev, struct snap_reader *r)
 	struct virtio_blk *blk = dev->impl;
 
 	blk->broken = snap_get_bool(r);
+	uint64_t capacity = snap_get_u64(r);
+	/* The guest keeps the capacity it read at boot: a disk of another size (a replaced
+	 * image, an override naming another one) would fail its requests past the end or
+	 * show it blocks it never wrote. */
+	if (!r->error && capacity != blk->disk.capacity) {
+		log_error(&blk->log,
+			  "%s: the image holds %llu sectors, the snapshot's guest knows the disk "
+			  "as %llu; restore with the same image, or one of the same size",
+			  blk->name, (unsigned long long)blk->disk.capacity,
+			  (unsigned long long)capacity);
+		return snap_fail(r, "virtio-blk: the disk's size is not the snapshot's");
+	}
 	return r->error;
 }
 

@@ -17,7 +17,8 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC "MOTESNAP"
-#define SNAP_VERSION 1u
+/* 2: virtio-blk records its capacity. A file of another version is refused. */
+#define SNAP_VERSION 2u
 #define SNAP_HEADER_SIZE 28u
 /* A state file is small (registers, device state); anything larger is refused unread. */
 #define SNAP_MAX_PAYLOAD (64u << 20)

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -201,6 +203,39 @@ static void disk_loaded_into_a_fresh_device_goes_on_serving_requests(void **stat
 	virtio_mmio_destroy(&after);
 }
 
+/* The guest knows the disk by the capacity it read at boot: a disk restored on an image
+ * of another size is refused, not handed to that guest. */
+static void disk_loaded_onto_an_image_of_another_size_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct virtio_mmio before, after;
+	struct snap_writer w;
+	struct stat st;
+
+	detach(f);
+	open_mmio_disk(f, &before);
+	driver_bring_up(&before);
+	virtio_mmio_quiesce(&before);
+	snap_writer_init(&w);
+	assert_int_equal(virtio_mmio_save(&before, &w), 0);
+	detach_mmio_disk(f, &before);
+
+	assert_int_equal(stat(f->path, &st), 0);
+	assert_int_equal(truncate(f->path, st.st_size + 8 * SECTOR), 0);
+	open_mmio_disk(f, &after);
+	assert_int_equal(load_section(&after, w.buf, w.len), -EINVAL);
+	assert_non_null(strstr(f->log_text, "the snapshot's guest knows the disk"));
+	assert_int_equal(rd(&after, VIRTIO_MMIO_STATUS), 0);
+	detach_mmio_disk(f, &after);
+
+	/* The same size again: taken. */
+	assert_int_equal(truncate(f->path, st.st_size), 0);
+	open_mmio_disk(f, &after);
+	assert_int_equal(load_section(&after, w.buf, w.len), 0);
+	snap_writer_free(&w);
+	virtio_mmio_destroy(&after);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, blk_driver_setup, blk_driver_teardown)
 
 int main(void)
@@ -210,6 +245,7 @@ int main(void)
 	    TEST(quiesce_leaves_chains_not_yet_taken_in_the_ring),
 	    TEST(save_refuses_a_disk_with_requests_in_flight),
 	    TEST(disk_loaded_into_a_fresh_device_goes_on_serving_requests),
+	    TEST(disk_loaded_onto_an_image_of_another_size_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
