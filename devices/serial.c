@@ -96,7 +96,9 @@ static void serial_track_line(struct serial *s, uint8_t byte)
 		}
 		s->line_len = 0;
 	} else if (byte != '\r' && s->line_len < SERIAL_LINE_MAX - 1) {
-		s->line[s->line_len++] = (char)byte;
+		/* The line may end up in mote's own messages (a panic's): no escape sequence
+		 * or other control byte of the guest's goes there. */
+		s->line[s->line_len++] = byte >= 0x20 && byte < 0x7f ? (char)byte : '?';
 	}
 }
 
@@ -109,9 +111,13 @@ static void serial_transmit(struct serial *s, uint8_t byte)
 		}
 	} else {
 		if (s->out_fd >= 0) {
-			/* A console that stops accepting output must not stop the guest. */
-			while (write(s->out_fd, &byte, 1) < 0 && errno == EINTR)
+			ssize_t n;
+			while ((n = write(s->out_fd, &byte, 1)) < 0 && errno == EINTR)
 				;
+			/* The reader went away (`mote run | head`): the output goes nowhere from
+			 * now on, and the guest runs on. */
+			if (n < 0 && errno == EPIPE)
+				s->out_fd = -1;
 		}
 		serial_track_line(s, byte);
 	}

@@ -14,6 +14,7 @@
  * `mote pause|resume|snapshot`, `mote restore` to a waiting mote: 0 done, 1 the mote
  * refused or failed the request (its fault_message printed), 2 bad command line, 7 no
  * mote answers on the API socket. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -139,6 +140,10 @@ static void raise_file_limit(void)
 int main(int argc, char **argv)
 {
 	int64_t start_ns = monotonic_ns();
+
+	/* A console, API or agent peer that goes away is an error to handle (EPIPE), not a
+	 * reason to die with the terminal left raw and sockets left behind. */
+	signal(SIGPIPE, SIG_IGN);
 	struct cli_options opts;
 	char error[CLI_ERROR_MAX] = "";
 	int code;

@@ -299,15 +299,25 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 	}
 }
 
+/* Re-entries a pause allows for completing exits (see below): an access KVM splits (an
+ * MMIO access across a page, a 16-byte one, string I/O) takes one exit per piece. */
+#define VCPU_PAUSE_COMPLETIONS 64
+
 /* A pause was asked for: KVM completes the I/O or MMIO access of the last exit only on
  * the next KVM_RUN (api.rst, "KVM_RUN": the state is consistent only after re-entry), so
- * the vCPU re-enters once with immediate_exit set, which returns at once, and then
- * waits in vm_park_vcpu() until resumed or ended. */
+ * the vCPU re-enters with immediate_exit set, which returns at once with EINTR once
+ * nothing is left to complete. Completing one piece of a split access can bring the
+ * exit for the next piece instead: that is handled and the vCPU re-enters again. Then
+ * it waits in vm_park_vcpu() until resumed or ended. */
 static bool vcpu_pause_point(struct vcpu *vcpu)
 {
 	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	if (ioctl(vcpu->fd, KVM_RUN, 0) == 0 && !vcpu_handle_exit(vcpu))
-		return false;
+	for (unsigned i = 0; i < VCPU_PAUSE_COMPLETIONS; i++) {
+		if (ioctl(vcpu->fd, KVM_RUN, 0) != 0)
+			break; /* EINTR: nothing left pending */
+		if (!vcpu_handle_exit(vcpu))
+			return false;
+	}
 	vcpu->run->immediate_exit = 0;
 	vm_park_vcpu(vcpu->vm);
 	return true;

@@ -2,6 +2,7 @@
  * i8042 reset line and the debug port. */
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -161,6 +162,48 @@ static void serial_reports_the_kernel_panic_banner(void **state)
 	serial_destroy(&s);
 }
 
+/* A panic line ends up in mote's own exit message: the guest's control bytes (an
+ * escape sequence that would rewrite the user's terminal) do not go with it. */
+static void serial_panic_line_carries_no_control_bytes(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	const char *text = "Kernel panic - not syncing: \x1b[2K\x1b]52;c;eA==\a\x9b"
+			   "1A done\r\n";
+	(void)state;
+	serial_init(&s, -1, &observer_ops, &o);
+	for (const char *p = text; *p; p++)
+		reg_write(&s, 0, (uint8_t)*p);
+	assert_int_equal(o.panic_starts, 1);
+	for (const char *p = o.last_line; *p; p++)
+		if ((uint8_t)*p < 0x20 || (uint8_t)*p >= 0x7f)
+			fail_msg("byte %#x reached the line", (uint8_t)*p);
+	assert_non_null(strstr(o.last_line, "?[2K?]52;c;eA==??1A done"));
+	serial_destroy(&s);
+}
+
+/* `mote run | head`: once the reader is gone the output goes nowhere, and the guest's
+ * writes (and the line tracking) go on. */
+static void serial_output_to_a_closed_pipe_is_dropped(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	int fds[2];
+	const char *text = "lost\nKernel panic - not syncing: still seen\n";
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	assert_int_equal(pipe(fds), 0);
+	close(fds[0]);
+	serial_init(&s, fds[1], &observer_ops, &o);
+	for (const char *p = text; *p; p++)
+		reg_write(&s, 0, (uint8_t)*p);
+	assert_int_equal(o.panic_starts, 1);
+	assert_int_equal(reg_read(&s, 5) & 0x60, 0x60);
+	assert_true(s.out_fd < 0); /* no write per byte into a pipe nobody reads */
+	close(fds[1]);
+	serial_destroy(&s);
+}
+
 static void serial_long_lines_are_bounded(void **state)
 {
 	struct serial s;
@@ -247,6 +290,8 @@ int main(void)
 	    cmocka_unit_test(serial_input_sets_data_ready_and_interrupts),
 	    cmocka_unit_test(serial_full_fifo_takes_only_what_fits),
 	    cmocka_unit_test(serial_reports_the_kernel_panic_banner),
+	    cmocka_unit_test(serial_panic_line_carries_no_control_bytes),
+	    cmocka_unit_test(serial_output_to_a_closed_pipe_is_dropped),
 	    cmocka_unit_test(serial_long_lines_are_bounded),
 	    cmocka_unit_test(i8042_pulse_reset_command_resets),
 	    cmocka_unit_test(i8042_control_byte_round_trips),
