@@ -317,6 +317,7 @@ static struct mote_agent *agent_new(int fd, const struct mote_agent_options *opt
 	a->fd = fd;
 	a->log = (struct mote_log){options->log, options->log_opaque};
 	a->io_timeout_ms = options->io_timeout_ms;
+	a->max_download_bytes = options->max_download_bytes;
 	a->in = malloc(CLIENT_IN_CAP);
 	a->out = malloc(CLIENT_OUT_CAP);
 	if (!a->in || !a->out) {

@@ -47,6 +47,10 @@ struct mote_agent_options {
 	 * apply to commands, which may be silent for as long as they like (see
 	 * mote_agent_exec.timeout_ms). Default 30 s. */
 	int io_timeout_ms;
+	/* A download that would write more than this many bytes (announced or sent) is
+	 * cancelled and fails with -EFBIG, before anything past the limit is written: the
+	 * guest says how big a file is and sends what it likes. 0: no limit. */
+	uint64_t max_download_bytes;
 	mote_log_fn log;
 	void *log_opaque;
 };

@@ -23,6 +23,7 @@ struct mote_agent {
 	bool quiet; /* while connecting: failures go to why only, not to the log */
 	struct mote_log log;
 	int io_timeout_ms;
+	uint64_t max_download_bytes; /* 0: no limit */
 	uint32_t next_id;
 	struct mote_agent_info info;
 	uint8_t *in; /* received: in[0..in_len), of which in_used is the frame last taken */

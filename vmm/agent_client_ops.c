@@ -486,6 +486,17 @@ static int write_all(int fd, const uint8_t *data, size_t len)
 	return 0;
 }
 
+/* The download grew past max_download_bytes (to at least size): it is cancelled. */
+static int download_too_big(struct mote_agent *a, const char *guest_path, uint32_t id,
+			    uint64_t size)
+{
+	int cancelled = cancel(a, id, agent_deadline(a->io_timeout_ms));
+
+	log_error(&a->log, "download %s: %llu bytes or more, over the limit of %llu", guest_path,
+		  (unsigned long long)size, (unsigned long long)a->max_download_bytes);
+	return cancelled ? cancelled : -EFBIG;
+}
+
 int mote_agent_download(struct mote_agent *agent, const char *guest_path, int fd, uint32_t *mode)
 {
 	struct mote_agent *a = agent;
@@ -499,13 +510,18 @@ int mote_agent_download(struct mote_agent *agent, const char *guest_path, int fd
 					 agent_deadline(a->io_timeout_ms));
 	if (!ret)
 		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+	uint64_t announced = 0;
 	if (!ret)
-		ret = take_ok(a, &f, NULL, mode);
+		ret = take_ok(a, &f, &announced, mode);
+	if (!ret && a->max_download_bytes && announced > a->max_download_bytes)
+		return download_too_big(a, guest_path, id, announced);
 	while (!ret) {
 		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
 		if (ret)
 			break;
 		if (f.h.type == AGENT_DATA) {
+			if (a->max_download_bytes && f.h.length > a->max_download_bytes - received)
+				return download_too_big(a, guest_path, id, received + f.h.length);
 			received += f.h.length;
 			ret = write_all(fd, f.payload, f.h.length);
 			if (ret) {

@@ -27,6 +27,7 @@ enum {
 	OPT_TIMEOUT,
 	OPT_ENV,
 	OPT_CWD,
+	OPT_MAX_SIZE,
 };
 
 static const struct option agent_options[] = {
@@ -36,6 +37,7 @@ static const struct option agent_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"env", required_argument, NULL, OPT_ENV},
     {"cwd", required_argument, NULL, OPT_CWD},
+    {"max-size", required_argument, NULL, OPT_MAX_SIZE},
     {NULL, 0, NULL, 0},
 };
 
@@ -107,6 +109,15 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 			if (!exec || seconds_parse(arg, &opts->timeout_ms))
 				return parse_error(error, error_len,
 						   "%s: --timeout %s: not a number of seconds",
+						   name, arg);
+			break;
+		case OPT_MAX_SIZE:
+			if (exec)
+				return parse_error(error, error_len,
+						   "%s: unknown option --max-size", name);
+			if (size_parse(arg, &opts->max_size) || opts->max_size == 0)
+				return parse_error(error, error_len,
+						   "%s: --max-size %s: not a size such as 512M",
 						   name, arg);
 			break;
 		case OPT_ENV:
@@ -201,6 +212,7 @@ static struct mote_agent *connect_agent(const struct cli_agent_options *opts,
 	options.uds_path = opts->vsock_path;
 	options.port = opts->port;
 	options.wait_ms = opts->wait_ms;
+	options.max_download_bytes = opts->max_size;
 	options.log = cli_log;
 	options.log_opaque = log;
 	return mote_agent_connect(&options, &agent) ? NULL : agent;

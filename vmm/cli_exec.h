@@ -39,6 +39,7 @@ struct cli_agent_options {
 	char **command;	 /* exec: NULL-terminated, inside argv */
 	const char *src; /* cp */
 	const char *dst;
+	uint64_t max_size; /* cp: largest download, 0 for no limit */
 };
 
 void cli_agent_options_free(struct cli_agent_options *opts);

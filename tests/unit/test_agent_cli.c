@@ -77,6 +77,7 @@ static void bad_exec_command_lines_say_what_is_wrong(void **state)
 	char *bad_wait[] = {"exec", "--vsock", "v", "--wait", "-1", "ls", NULL};
 	char *bad_timeout[] = {"exec", "--vsock", "v", "--timeout", "soon", "ls", NULL};
 	char *unknown[] = {"exec", "--vsock", "v", "--bogus", "ls", NULL};
+	char *max_size[] = {"exec", "--vsock", "v", "--max-size", "1G", "ls", NULL};
 
 	(void)state;
 	expect_exec_error(no_vsock, ARGC(no_vsock), "--vsock PATH");
@@ -88,6 +89,7 @@ static void bad_exec_command_lines_say_what_is_wrong(void **state)
 	expect_exec_error(bad_wait, ARGC(bad_wait), "--wait -1");
 	expect_exec_error(bad_timeout, ARGC(bad_timeout), "--timeout soon");
 	expect_exec_error(unknown, ARGC(unknown), "--bogus");
+	expect_exec_error(max_size, ARGC(max_size), "unknown option --max-size");
 }
 
 static void cp_takes_one_guest_path(void **state)
@@ -105,6 +107,11 @@ static void cp_takes_one_guest_path(void **state)
 	assert_int_equal(cli_cp_parse(&opts, ARGC(down), down, error, sizeof(error)), 0);
 	assert_int_equal(opts.port, 7);
 	assert_string_equal(opts.dst, "-");
+	assert_int_equal(opts.max_size, 0);
+	cli_agent_options_free(&opts);
+	char *capped[] = {"cp", "--vsock", "v", "--max-size", "2G", "guest:/x", "-", NULL};
+	assert_int_equal(cli_cp_parse(&opts, ARGC(capped), capped, error, sizeof(error)), 0);
+	assert_int_equal(opts.max_size, 2ULL << 30);
 	cli_agent_options_free(&opts);
 }
 
@@ -126,6 +133,8 @@ static void bad_cp_command_lines_say_what_is_wrong(void **state)
 	char *three[] = {"cp", "--vsock", "v", "a", "b", "guest:/c", NULL};
 	char *empty[] = {"cp", "--vsock", "v", "a", "guest:", NULL};
 	char *env[] = {"cp", "--vsock", "v", "--env", "A=1", "a", "guest:/b", NULL};
+	char *size[] = {"cp", "--vsock", "v", "--max-size", "lots", "guest:/a", "b", NULL};
+	char *zero[] = {"cp", "--vsock", "v", "--max-size", "0", "guest:/a", "b", NULL};
 
 	(void)state;
 	expect_cp_error(both_local, ARGC(both_local), "exactly one");
@@ -134,6 +143,8 @@ static void bad_cp_command_lines_say_what_is_wrong(void **state)
 	expect_cp_error(three, ARGC(three), "SRC DST");
 	expect_cp_error(empty, ARGC(empty), "no path");
 	expect_cp_error(env, ARGC(env), "unknown option --env");
+	expect_cp_error(size, ARGC(size), "--max-size lots");
+	expect_cp_error(zero, ARGC(zero), "--max-size 0");
 }
 
 /* End to end: the subcommand in a child process with files for its stdio. */

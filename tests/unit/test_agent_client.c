@@ -374,6 +374,41 @@ static void local_errors_cancel_the_transfer_and_keep_the_connection(void **stat
 	assert_int_equal(result.code, 0);
 }
 
+/* The guest says how big a file is and sends what it likes: a download over the
+ * limit is cancelled before anything past the limit is written, whether the size the
+ * agent announced is over it or the data runs past it (a /proc file announces 0). */
+static void a_download_over_the_limit_is_refused_and_the_connection_kept(void **state)
+{
+	struct fixture *f = *state;
+	char src[160], back[160];
+	struct stat st;
+
+	snprintf(src, sizeof(src), "%s/src", f->dir);
+	snprintf(back, sizeof(back), "%s/back", f->dir);
+	make_file(src, 1u << 20, 7, 0600);
+	f->options.max_download_bytes = 100;
+	connect_to_agent(f);
+	int fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(mote_agent_download(f->agent, src, fd, NULL), -EFBIG);
+	assert_non_null(strstr(f->last_log, "over the limit of 100"));
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	/* /proc/self/status: size 0, then more than 100 bytes of data. */
+	assert_int_equal(mote_agent_download(f->agent, "/proc/self/status", fd, NULL), -EFBIG);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(st.st_size <= 100);
+	close(fd);
+	assert_false(mote_agent_broken(f->agent));
+	/* Within the limit, as before. */
+	char small[160];
+	snprintf(small, sizeof(small), "%s/small", f->dir);
+	make_file(small, 64, 3, 0600);
+	fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(mote_agent_download(f->agent, small, fd, NULL), 0);
+	close(fd);
+	assert_true(hash_file(back) == hash_file(small));
+}
+
 static void power_off_is_acknowledged(void **state)
 {
 	struct fixture *f = *state;
@@ -563,6 +598,7 @@ int main(void)
 	    T(fifty_mib_round_trip_through_the_client),
 	    T(agent_errors_keep_the_connection),
 	    T(local_errors_cancel_the_transfer_and_keep_the_connection),
+	    T(a_download_over_the_limit_is_refused_and_the_connection_kept),
 	    T(power_off_is_acknowledged),
 	    T(connect_retries_until_the_guest_listens),
 	    T(connect_waits_for_the_socket_to_appear),
