@@ -45,6 +45,7 @@ void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, voi
 {
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->out_lock, NULL);
 	s->out_fd = out_fd;
 	s->ops = ops;
 	s->opaque = opaque;
@@ -56,6 +57,7 @@ void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, voi
 
 void serial_destroy(struct serial *s)
 {
+	pthread_mutex_destroy(&s->out_lock);
 	pthread_mutex_destroy(&s->lock);
 }
 
@@ -110,15 +112,11 @@ static void serial_transmit(struct serial *s, uint8_t byte)
 			s->rx_count++;
 		}
 	} else {
-		if (s->out_fd >= 0) {
-			ssize_t n;
-			while ((n = write(s->out_fd, &byte, 1)) < 0 && errno == EINTR)
-				;
-			/* The reader went away (`mote run | head`): the output goes nowhere from
-			 * now on, and the guest runs on. */
-			if (n < 0 && errno == EPIPE)
-				s->out_fd = -1;
-		}
+		/* Written by serial_flush_output() once the lock is released. */
+		if (s->out_fd >= 0 && s->out_len < SERIAL_OUT_PENDING)
+			s->out[s->out_len++] = byte;
+		else if (s->out_fd >= 0)
+			s->out_dropped++;
 		serial_track_line(s, byte);
 	}
 	s->thr_interrupt = true;
@@ -207,6 +205,59 @@ static void serial_write(struct serial *s, uint64_t reg, uint8_t value)
 	}
 }
 
+/* One write of what is pending, made without the lock: a slow console stalls this
+ * thread only. 1 when it wrote (or gave up on the output), 0 when nothing is left,
+ * -EINTR when a signal interrupted it: a kick, for a pause or the VM's end. */
+static int serial_write_pending(struct serial *s)
+{
+	uint8_t chunk[4096];
+
+	pthread_mutex_lock(&s->lock);
+	int fd = s->out_fd;
+	unsigned len = s->out_len < sizeof(chunk) ? s->out_len : (unsigned)sizeof(chunk);
+	memcpy(chunk, s->out, len);
+	pthread_mutex_unlock(&s->lock);
+	if (!len || fd < 0)
+		return 0;
+	ssize_t n = write(fd, chunk, len);
+	if (n < 0 && errno == EINTR)
+		return -EINTR;
+	pthread_mutex_lock(&s->lock);
+	if (n < 0) {
+		/* The reader went away (`mote run | head`, EPIPE) or the output failed: it
+		 * goes nowhere from now on, and the guest runs on. */
+		s->out_fd = -1;
+		s->out_len = 0;
+	} else {
+		memmove(s->out, s->out + n, s->out_len - (unsigned)n);
+		s->out_len -= (unsigned)n;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 1;
+}
+
+/* Writes the pending output, unless another thread is at it: that one takes these
+ * bytes along, in order. The writer looks again after letting go, so a byte added
+ * meanwhile is not left behind; after a kick the rest waits for the next byte. */
+static void serial_flush_output(struct serial *s)
+{
+	for (;;) {
+		if (pthread_mutex_trylock(&s->out_lock) != 0)
+			return;
+		int ret;
+		while ((ret = serial_write_pending(s)) > 0)
+			;
+		pthread_mutex_unlock(&s->out_lock);
+		if (ret == -EINTR)
+			return;
+		pthread_mutex_lock(&s->lock);
+		bool more = s->out_len > 0 && s->out_fd >= 0;
+		pthread_mutex_unlock(&s->lock);
+		if (!more)
+			return;
+	}
+}
+
 void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write)
 {
 	struct serial *s = opaque;
@@ -223,6 +274,8 @@ void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, b
 	}
 	serial_update_irq(s);
 	pthread_mutex_unlock(&s->lock);
+	if (is_write && offset == REG_RBR_THR_DLL)
+		serial_flush_output(s);
 }
 
 unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count)

@@ -17,6 +17,8 @@
 #define SERIAL_REG_COUNT 8
 #define SERIAL_RX_FIFO 1024
 #define SERIAL_LINE_MAX 160
+/* Output the console has not taken yet; more is dropped (serial.c). */
+#define SERIAL_OUT_PENDING 65536
 
 enum serial_event {
 	SERIAL_EVENT_PANIC_START, /* "Kernel panic - not syncing" line complete */
@@ -30,7 +32,13 @@ struct serial_ops {
 
 struct serial {
 	pthread_mutex_t lock;
+	/* Held by the one thread writing out[] to out_fd, without lock: a console that
+	 * stops reading then stalls only that vCPU, never the device. */
+	pthread_mutex_t out_lock;
 	int out_fd; /* -1: output discarded */
+	uint8_t out[SERIAL_OUT_PENDING];
+	unsigned out_len;
+	uint64_t out_dropped; /* bytes the guest wrote while out[] was full */
 	const struct serial_ops *ops;
 	void *opaque;
 
@@ -48,7 +56,10 @@ struct serial {
 void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, void *opaque);
 void serial_destroy(struct serial *s);
 
-/* bus_access_fn for the eight registers. */
+/* bus_access_fn for the eight registers. A byte the guest transmits is written to
+ * out_fd by the writing vCPU's thread, outside the device's lock. A signal that
+ * interrupts that write (a kick: the VM pauses or ends) leaves the rest pending, for
+ * the next transmitted byte to take along. */
 void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write);
 
 /* Queues guest input; returns how many bytes fit (the rest must be retried). */

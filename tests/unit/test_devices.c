@@ -1,12 +1,14 @@
 /* Legacy devices as the guest sees them through their registers: the 8250 UART, the
  * i8042 reset line and the debug port. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -204,6 +206,82 @@ static void serial_output_to_a_closed_pipe_is_dropped(void **state)
 	serial_destroy(&s);
 }
 
+static void no_op_handler(int sig)
+{
+	(void)sig;
+}
+
+struct access_job {
+	struct serial *s;
+	unsigned reg;
+	uint8_t value;
+	bool write;
+};
+
+static void *access_thread(void *arg)
+{
+	struct access_job *job = arg;
+
+	if (job->write)
+		reg_write(job->s, job->reg, job->value);
+	else
+		job->value = reg_read(job->s, job->reg);
+	return NULL;
+}
+
+/* Joins t, failing the test if it has not ended within 5 s. */
+static void join_within(pthread_t t, const char *what)
+{
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 5;
+	if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
+		fail_msg("%s did not return within 5 s", what);
+}
+
+/* A console that stops reading (a pager held at its prompt) stalls the vCPU that writes
+ * to it, not the device: another vCPU still reads the UART, and a kick (a pause, the
+ * VM's end) gets the writer out. What it could not write goes out, in order, with the
+ * next byte once the console reads again. */
+static void serial_stalled_console_stalls_only_the_writer(void **state)
+{
+	struct serial s;
+	struct sigaction action = {.sa_handler = no_op_handler}; /* no SA_RESTART */
+	char buf[4096];
+	int fds[2];
+	pthread_t writer, reader;
+	(void)state;
+
+	sigaction(SIGUSR1, &action, NULL);
+	assert_int_equal(pipe(fds), 0);
+	fcntl(fds[1], F_SETFL, O_NONBLOCK);
+	while (write(fds[1], buf, sizeof(buf)) > 0)
+		;
+	fcntl(fds[1], F_SETFL, 0);
+	serial_init(&s, fds[1], NULL, NULL);
+
+	struct access_job put = {&s, 0, 'x', true};
+	assert_int_equal(pthread_create(&writer, NULL, access_thread, &put), 0);
+	usleep(100 * 1000); /* the writer is now blocked in write() */
+	struct access_job lsr = {&s, 5, 0, false};
+	assert_int_equal(pthread_create(&reader, NULL, access_thread, &lsr), 0);
+	join_within(reader, "a read of LSR while another vCPU's output is stalled");
+	assert_int_equal(lsr.value & 0x60, 0x60);
+	pthread_kill(writer, SIGUSR1);
+	join_within(writer, "the stalled writer, once kicked");
+
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	while (read(fds[0], buf, sizeof(buf)) > 0)
+		;
+	reg_write(&s, 0, 'y');
+	assert_int_equal(read(fds[0], buf, sizeof(buf)), 2);
+	assert_memory_equal(buf, "xy", 2);
+	close(fds[0]);
+	close(fds[1]);
+	serial_destroy(&s);
+}
+
 static void serial_long_lines_are_bounded(void **state)
 {
 	struct serial s;
@@ -292,6 +370,7 @@ int main(void)
 	    cmocka_unit_test(serial_reports_the_kernel_panic_banner),
 	    cmocka_unit_test(serial_panic_line_carries_no_control_bytes),
 	    cmocka_unit_test(serial_output_to_a_closed_pipe_is_dropped),
+	    cmocka_unit_test(serial_stalled_console_stalls_only_the_writer),
 	    cmocka_unit_test(serial_long_lines_are_bounded),
 	    cmocka_unit_test(i8042_pulse_reset_command_resets),
 	    cmocka_unit_test(i8042_control_byte_round_trips),
