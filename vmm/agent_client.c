@@ -108,6 +108,7 @@ int agent_flush_some(struct mote_agent *a)
 		if (n < 0)
 			return agent_fail(a, -errno, "sending to the agent: %s", strerror(errno));
 		a->out_start += (size_t)n;
+		a->out_sent += (uint64_t)n;
 	}
 	a->out_start = a->out_end = 0;
 	return 0;

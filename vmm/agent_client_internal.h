@@ -32,7 +32,8 @@ struct mote_agent {
 	uint8_t *out; /* to send: out[out_start..out_end) */
 	size_t out_start;
 	size_t out_end;
-	char why[320]; /* the last failure, in words */
+	uint64_t out_sent; /* bytes sent since the connection began */
+	char why[320];	   /* the last failure, in words */
 };
 
 struct agent_frame {

@@ -16,6 +16,9 @@
 #define KILL_GRACE_MS 10000
 /* Room kept free for control frames (STDIN_EOF, SIGNAL) next to a stdin chunk. */
 #define CONTROL_ROOM 256
+/* How long a forwarded signal may wait in the output queue: an agent that has stopped
+ * reading (its command does not read the stdin sent to it) would never see it. */
+#define SIGNAL_DELIVERY_MS 5000
 
 void mote_agent_exec_init(struct mote_agent_exec *exec)
 {
@@ -35,6 +38,11 @@ struct exec_run {
 	int callback_error; /* a callback failed: the command is being killed */
 	int64_t deadline;   /* timeout_ms, or -1 */
 	int64_t kill_deadline;
+	/* A forwarded signal not yet sent: when its frame is on its way (out_sent reaches
+	 * signal_sent_at) and when to give up on it, or -1. */
+	int last_signal;
+	uint64_t signal_sent_at;
+	int64_t signal_deadline;
 };
 
 /* Encodes the EXEC frame straight into the (empty) output queue. */
@@ -225,9 +233,34 @@ static void forward_stdin(struct exec_run *run, short revents)
 static void forward_signal(struct exec_run *run)
 {
 	struct signalfd_siginfo si;
+	struct mote_agent *a = run->a;
 
-	if (read(run->ex->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		run->error = send_signal(run, (int)si.ssi_signo);
+	if (read(run->ex->signal_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		return;
+	run->error = send_signal(run, (int)si.ssi_signo);
+	run->last_signal = (int)si.ssi_signo;
+	run->signal_sent_at = a->out_sent + (a->out_end - a->out_start);
+	if (run->signal_deadline < 0)
+		run->signal_deadline = agent_now_ms() + SIGNAL_DELIVERY_MS;
+}
+
+/* A forwarded signal the agent has not taken in time: the connection is given up,
+ * which makes the agent kill the command (AGENT_PROTOCOL.md). */
+static void check_signal_delivery(struct exec_run *run, int64_t now)
+{
+	if (run->signal_deadline < 0)
+		return;
+	if (run->a->out_sent >= run->signal_sent_at) {
+		run->signal_deadline = -1;
+		return;
+	}
+	if (now < run->signal_deadline)
+		return;
+	run->result->code = run->last_signal;
+	run->error = agent_fail(run->a, -ECANCELED,
+				"the agent took no data for %d s, so signal %d could not be passed "
+				"on; the connection is closed, which ends the command",
+				SIGNAL_DELIVERY_MS / 1000, run->last_signal);
 }
 
 static void check_timers(struct exec_run *run)
@@ -242,6 +275,8 @@ static void check_timers(struct exec_run *run)
 		run->error =
 		    agent_fail(run->a, -ETIMEDOUT, "the command did not end within %d s of SIGKILL",
 			       KILL_GRACE_MS / 1000);
+	if (!run->error)
+		check_signal_delivery(run, now);
 }
 
 static int64_t next_timer(const struct exec_run *run)
@@ -250,6 +285,8 @@ static int64_t next_timer(const struct exec_run *run)
 
 	if (run->kill_deadline >= 0 && (t < 0 || run->kill_deadline < t))
 		t = run->kill_deadline;
+	if (run->signal_deadline >= 0 && (t < 0 || run->signal_deadline < t))
+		t = run->signal_deadline;
 	return t;
 }
 
@@ -316,8 +353,12 @@ static void exec_step(struct exec_run *run)
 int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
 		    struct mote_agent_result *result)
 {
-	struct exec_run run = {
-	    .a = agent, .ex = exec, .result = result, .deadline = -1, .kill_deadline = -1};
+	struct exec_run run = {.a = agent,
+			       .ex = exec,
+			       .result = result,
+			       .deadline = -1,
+			       .kill_deadline = -1,
+			       .signal_deadline = -1};
 	int ret = agent_usable(agent);
 
 	memset(result, 0, sizeof(*result));

@@ -320,6 +320,13 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	}
 	if (ret == -E2BIG)
 		return CLI_EXEC_USAGE;
+	/* Killed for the timeout, even if the agent then went quiet. */
+	if (ret && result.timed_out)
+		return exec_exit_code(&result, opts->command[0], opts);
+	/* The signal could not be passed on, and closing the connection ended the
+	 * command: as if the signal had. */
+	if (ret == -ECANCELED)
+		return 128 + result.code;
 	if (ret)
 		return CLI_EXEC_UNREACHABLE;
 	return exec_exit_code(&result, opts->command[0], opts);

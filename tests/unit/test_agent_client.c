@@ -2,6 +2,7 @@
  * speaks Firecracker's CONNECT/OK handshake and hands each connection to the real
  * agent_serve(), or answers the way a broken VMM or a hostile guest might. */
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -409,6 +410,62 @@ static void a_download_over_the_limit_is_refused_and_the_connection_kept(void **
 	assert_true(hash_file(back) == hash_file(small));
 }
 
+static void *raise_later(void *arg)
+{
+	(void)arg;
+	sleep(2);
+	kill(getpid(), SIGUSR1);
+	return NULL;
+}
+
+static int raise_later_on_ready(void *opaque, const void *data, size_t len)
+{
+	pthread_t *raiser = opaque;
+
+	if (len >= 5 && memcmp(data, "ready", 5) == 0)
+		assert_int_equal(pthread_create(raiser, NULL, raise_later, NULL), 0);
+	return 0;
+}
+
+/* A command that does not read its stdin, fed more than the agent queues for it: the
+ * agent stops reading the connection, and a signal queued behind that stdin would never
+ * reach it. The client gives up after 5 s, closing the connection (which makes the
+ * agent kill the command), and says which signal it was. */
+static void a_signal_the_agent_never_takes_gives_up_the_connection(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "echo ready; exec sleep 1000", NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	char src[160];
+	pthread_t raiser;
+	sigset_t set, old;
+
+	snprintf(src, sizeof(src), "%s/stdin", f->dir);
+	make_file(src, 4u << 20, 9, 0600);
+	connect_to_agent(f);
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	int in = open(src, O_RDONLY);
+	assert_true(sfd >= 0 && in >= 0);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.stdin_fd = in;
+	exec.signal_fd = sfd;
+	exec.on_stdout = raise_later_on_ready;
+	exec.opaque = &raiser;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), -ECANCELED);
+	pthread_join(raiser, NULL);
+	close(sfd);
+	close(in);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	assert_int_equal(result.code, SIGUSR1);
+	assert_true(mote_agent_broken(f->agent));
+	assert_non_null(strstr(f->last_log, "could not be passed on"));
+}
+
 static void power_off_is_acknowledged(void **state)
 {
 	struct fixture *f = *state;
@@ -594,6 +651,7 @@ int main(void)
 	    T(stdin_fd_is_forwarded_and_ends_in_eof),
 	    T(timeout_kills_the_command),
 	    T(signals_from_the_signal_fd_are_forwarded),
+	    T(a_signal_the_agent_never_takes_gives_up_the_connection),
 	    T(failing_callback_stops_the_command),
 	    T(fifty_mib_round_trip_through_the_client),
 	    T(agent_errors_keep_the_connection),
