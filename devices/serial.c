@@ -1,7 +1,9 @@
 #include "serial.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Register offsets and bits: the 16550A data sheet, as Linux names them in
@@ -205,47 +207,75 @@ static void serial_write(struct serial *s, uint64_t reg, uint8_t value)
 	}
 }
 
+/* Drops the first n pending bytes (written, or not writable). Called with the lock. */
+static void serial_consume(struct serial *s, unsigned n)
+{
+	memmove(s->out, s->out + n, s->out_len - n);
+	s->out_len -= n;
+}
+
+/* Waits until fd takes output; -EINTR when a signal (a kick) came first. */
+static int serial_wait_writable(int fd, int timeout_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	int ready = poll(&p, 1, timeout_ms);
+
+	if (ready < 0 && errno == EINTR)
+		return -EINTR;
+	return ready > 0 ? 0 : -ETIMEDOUT;
+}
+
 /* One write of what is pending, made without the lock: a slow console stalls this
- * thread only. 1 when it wrote (or gave up on the output), 0 when nothing is left,
- * -EINTR when a signal interrupted it: a kick, for a pause or the VM's end. */
-static int serial_write_pending(struct serial *s)
+ * thread only. 1 when it made progress (or dropped what cannot be written), 0 when
+ * nothing is left, -EINTR when the writer is to stop for now: the VM pauses or ends
+ * (asked before the write, or a kick interrupted it). */
+static int serial_write_pending(struct serial *s, unsigned max, bool may_yield)
 {
 	uint8_t chunk[4096];
 
 	pthread_mutex_lock(&s->lock);
 	int fd = s->out_fd;
-	unsigned len = s->out_len < sizeof(chunk) ? s->out_len : (unsigned)sizeof(chunk);
+	unsigned len = s->out_len < max ? s->out_len : max;
 	memcpy(chunk, s->out, len);
 	pthread_mutex_unlock(&s->lock);
 	if (!len || fd < 0)
 		return 0;
+	if (may_yield && s->ops && s->ops->output_should_yield &&
+	    s->ops->output_should_yield(s->opaque))
+		return -EINTR;
 	ssize_t n = write(fd, chunk, len);
 	if (n < 0 && errno == EINTR)
 		return -EINTR;
+	/* A console fd the embedder made non-blocking: wait as a blocking one would. */
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return serial_wait_writable(fd, -1) == -EINTR ? -EINTR : 1;
 	pthread_mutex_lock(&s->lock);
-	if (n < 0) {
-		/* The reader went away (`mote run | head`, EPIPE) or the output failed: it
-		 * goes nowhere from now on, and the guest runs on. */
+	if (n < 0 && errno == EPIPE) {
+		/* The reader went away (`mote run | head`): the output goes nowhere from
+		 * now on, and the guest runs on. */
 		s->out_fd = -1;
 		s->out_len = 0;
+	} else if (n < 0) {
+		/* ENOSPC, EIO...: these bytes are lost, later ones are tried again. */
+		s->out_dropped += len;
+		serial_consume(s, len);
 	} else {
-		memmove(s->out, s->out + n, s->out_len - (unsigned)n);
-		s->out_len -= (unsigned)n;
+		serial_consume(s, (unsigned)n);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return 1;
 }
 
-/* Writes the pending output, unless another thread is at it: that one takes these
- * bytes along, in order. The writer looks again after letting go, so a byte added
- * meanwhile is not left behind; after a kick the rest waits for the next byte. */
-static void serial_flush_output(struct serial *s)
+void serial_flush_output(struct serial *s)
 {
+	/* Unless another thread is writing: that one takes these bytes along, in order.
+	 * The writer looks again after letting go, so a byte added meanwhile is not left
+	 * behind; told to stop, it leaves the rest for the next flush. */
 	for (;;) {
 		if (pthread_mutex_trylock(&s->out_lock) != 0)
 			return;
 		int ret;
-		while ((ret = serial_write_pending(s)) > 0)
+		while ((ret = serial_write_pending(s, 4096, true)) > 0)
 			;
 		pthread_mutex_unlock(&s->out_lock);
 		if (ret == -EINTR)
@@ -256,6 +286,28 @@ static void serial_flush_output(struct serial *s)
 		if (!more)
 			return;
 	}
+}
+
+void serial_drain_output(struct serial *s, int timeout_ms)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	pthread_mutex_lock(&s->out_lock);
+	for (;;) {
+		pthread_mutex_lock(&s->lock);
+		int fd = s->out_len ? s->out_fd : -1;
+		pthread_mutex_unlock(&s->lock);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t left = timeout_ms - ((int64_t)(now.tv_sec - start.tv_sec) * 1000 +
+					     (now.tv_nsec - start.tv_nsec) / 1000000);
+		if (fd < 0 || left <= 0 || serial_wait_writable(fd, (int)left) != 0)
+			break;
+		/* Small pieces: a console that polls writable may still have little room.
+		 * The VM has ended: no yielding to it now. */
+		serial_write_pending(s, 256, false);
+	}
+	pthread_mutex_unlock(&s->out_lock);
 }
 
 void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write)

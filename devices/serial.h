@@ -28,6 +28,9 @@ enum serial_event {
 struct serial_ops {
 	void (*set_irq)(void *opaque, bool level);
 	void (*event)(void *opaque, enum serial_event event, const char *line);
+	/* Whether a vCPU writing output should stop for now (the VM pauses or ends):
+	 * checked before each write; may be NULL. */
+	bool (*output_should_yield)(void *opaque);
 };
 
 struct serial {
@@ -61,6 +64,14 @@ void serial_destroy(struct serial *s);
  * interrupts that write (a kick: the VM pauses or ends) leaves the rest pending, for
  * the next transmitted byte to take along. */
 void serial_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write);
+
+/* Writes the output still pending, as the next transmitted byte would (a vCPU that
+ * comes back from a pause calls it, so nothing waits for the guest's next byte). */
+void serial_flush_output(struct serial *s);
+
+/* At the VM's end: writes what is pending for at most timeout_ms, only as far as the
+ * console takes it without blocking; the rest is dropped. */
+void serial_drain_output(struct serial *s, int timeout_ms);
 
 /* Queues guest input; returns how many bytes fit (the rest must be retried). */
 unsigned serial_receive(struct serial *s, const uint8_t *bytes, unsigned count);

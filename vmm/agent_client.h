@@ -144,9 +144,10 @@ struct mote_agent_result {
  * MOTE_AGENT_NOT_STARTED, not an error); a negative errno otherwise: a callback's
  * error, -E2BIG (arguments and environment over the agent's 256 KiB frame), an
  * error the agent answered the request with, or a broken connection; -ECANCELED when
- * a signal from exec->signal_fd could not be passed on within 5 s because the agent
- * took no data (a command that does not read the stdin sent to it): the connection
- * is then given up, which ends the command, and result->code holds the signal.
+ * a signal from exec->signal_fd could not be sent within 5 s because the agent took no
+ * data (a command that does not read the stdin sent to it): the connection is then
+ * given up, which ends the command, and result->code holds the signal. (A signal sent
+ * but still in the buffers on the way to the agent is not noticed.)
  * result->timed_out is set whenever timeout_ms passed, even if an error followed. */
 MOTE_API int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
 			     struct mote_agent_result *result);

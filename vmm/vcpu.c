@@ -1,11 +1,13 @@
 #include "vcpu.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../boot/cpu_setup.h"
@@ -312,14 +314,23 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 static bool vcpu_pause_point(struct vcpu *vcpu)
 {
 	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	for (unsigned i = 0; i < VCPU_PAUSE_COMPLETIONS; i++) {
+	unsigned i;
+	for (i = 0; i < VCPU_PAUSE_COMPLETIONS; i++) {
 		if (ioctl(vcpu->fd, KVM_RUN, 0) != 0)
 			break; /* EINTR: nothing left pending */
 		if (!vcpu_handle_exit(vcpu))
 			return false;
 	}
+	if (i == VCPU_PAUSE_COMPLETIONS)
+		log_warn(&vcpu->vm->log,
+			 "vCPU %u: still completing an access after %u exits; parked anyway",
+			 vcpu->index, VCPU_PAUSE_COMPLETIONS);
 	vcpu->run->immediate_exit = 0;
 	vm_park_vcpu(vcpu->vm);
+	/* Output a slow console held back when the pause came goes out now, not with the
+	 * guest's next byte. */
+	if (!vm_has_ended(vcpu->vm))
+		serial_flush_output(&vcpu->vm->serial);
 	return true;
 }
 
@@ -383,10 +394,26 @@ void vcpu_kick(struct vcpu *vcpu)
 	pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);
 }
 
+/* How often a thread waiting for vCPUs kicks again: a kick that came just before a
+ * blocking system call (a write to a slow console) is not felt by it. */
+#define VCPU_REKICK_MS 10
+
 void vcpu_join(struct vcpu *vcpu)
 {
-	if (vcpu->thread_started)
-		pthread_join(vcpu->thread, NULL);
+	if (!vcpu->thread_started)
+		return;
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += VCPU_REKICK_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		if (pthread_timedjoin_np(vcpu->thread, NULL, &until) == 0)
+			break;
+		vcpu_kick(vcpu);
+	}
 	vcpu->thread_started = false;
 }
 

@@ -134,9 +134,18 @@ static void vm_serial_event(void *opaque, enum serial_event event, const char *l
 		vm_end(vm, MOTE_EXIT_PANIC, 0, "guest kernel panic");
 }
 
+/* A vCPU held up by a slow console lets go when the VM pauses or ends. */
+static bool vm_serial_output_should_yield(void *opaque)
+{
+	struct mote_vm *vm = opaque;
+
+	return vm_pause_requested(vm) || vm_has_ended(vm);
+}
+
 static const struct serial_ops vm_serial_ops = {
     .set_irq = vm_serial_set_irq,
     .event = vm_serial_event,
+    .output_should_yield = vm_serial_output_should_yield,
 };
 
 static void vm_i8042_reset(void *opaque)
@@ -655,6 +664,9 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->cpu_count; i++)
 		vcpu_join(&vm->vcpus[i]);
+	/* What the guest printed last (its panic trace, say) while a vCPU was held up by
+	 * the console: out within a second if the console takes it. */
+	serial_drain_output(&vm->serial, 1000);
 	/* A pause or snapshot still going on owns the event thread until it gives up. */
 	pthread_mutex_lock(&vm->pause_lock);
 	event_loop_stop(&vm->events);
