@@ -100,6 +100,22 @@ mkdir -p "$new/scratch"
 mount -t ext4 -o noinit_itable /dev/vda "$new/scratch" || fail "cannot mount the scratch disk"
 chmod 1777 "$new/scratch"
 
+# One idle VM for the whole run, whose only vCPU never runs and keeps its local APIC
+# disabled. It holds KVM's apic_sw_disabled and apic_hw_disabled static keys (lapic.c)
+# above zero, and KVM's per-CPU hardware enable on, so that the commands' VMs, started
+# and ended by the hundred, no longer flip them: every flip patches this kernel's text
+# with int3 and IPIs (text_poke_bp, on_each_cpu), and a stall dump of 2026-12-06 had
+# the outer guest's CPUs in asm_exc_int3/exc_int3 for minutes.
+chroot "$new" /usr/bin/env -i /usr/bin/python3 -c '
+import fcntl, os, struct, time
+kvm = os.open("/dev/kvm", os.O_RDWR)
+vm = fcntl.ioctl(kvm, 0xAE01, 0)  # KVM_CREATE_VM
+fcntl.ioctl(vm, 0xAE60, 0)  # KVM_CREATE_IRQCHIP
+vcpu = fcntl.ioctl(vm, 0xAE41, 0)  # KVM_CREATE_VCPU
+fcntl.ioctl(vcpu, 0x4008AE89, struct.pack("<IIIIQ", 1, 0, 0x1B, 0, 0))  # KVM_SET_MSRS: APIC base 0
+time.sleep(1 << 30)
+' </dev/null >/dev/null 2>&1 &
+
 # The command runs with only the environment cmd.sh sets (PATH, HOME, MOTE_*).
 stdin=/dev/console
 [ "$MOTE_OUTER_STDIN_TTY" = 1 ] || stdin=/dev/null
