@@ -77,14 +77,18 @@ static void table_remove(struct vsock_mux *mux, struct vsock_conn *conn)
 	conn->keyed = false;
 }
 
-/* Host-initiated connections get the next free port from [2^30, 2^31). */
+static int pending_find(const struct vsock_mux *mux, uint32_t src_port, uint32_t dst_port);
+
+/* Host-initiated connections get the next free port from [2^30, 2^31): one no
+ * connection uses with that guest port, and no guest connect being retried asks for
+ * (it would become a second connection on the same ports). */
 static uint32_t allocate_local_port(struct vsock_mux *mux, uint32_t peer_port)
 {
 	for (;;) {
 		uint32_t port = mux->next_local_port++;
 		if (mux->next_local_port >= 2 * VSOCK_FIRST_LOCAL_PORT)
 			mux->next_local_port = VSOCK_FIRST_LOCAL_PORT;
-		if (!lookup(mux, port, peer_port))
+		if (!lookup(mux, port, peer_port) && pending_find(mux, peer_port, port) < 0)
 			return port;
 	}
 }
