@@ -106,6 +106,38 @@ static void serial_track_line(struct serial *s, uint8_t byte)
 	}
 }
 
+void serial_set_output_limit(struct serial *s, uint64_t limit)
+{
+	pthread_mutex_lock(&s->lock);
+	s->out_limit = limit;
+	s->out_accepted = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* For serial_flush_output(), which writes once the lock is released. Called with it. */
+static void serial_queue_output(struct serial *s, uint8_t byte)
+{
+	static const char limit_note[] = "\n[mote: console output limit reached; the rest of the "
+					 "guest's output is dropped]\n";
+
+	if (s->out_fd < 0)
+		return;
+	if (s->out_limit && s->out_accepted >= s->out_limit) {
+		s->out_dropped++;
+		return;
+	}
+	if (s->out_len == SERIAL_OUT_PENDING) {
+		s->out_dropped++;
+		return;
+	}
+	s->out[s->out_len++] = byte;
+	if (++s->out_accepted == s->out_limit &&
+	    s->out_len + sizeof(limit_note) - 1 <= SERIAL_OUT_PENDING) {
+		memcpy(s->out + s->out_len, limit_note, sizeof(limit_note) - 1);
+		s->out_len += sizeof(limit_note) - 1;
+	}
+}
+
 static void serial_transmit(struct serial *s, uint8_t byte)
 {
 	if (s->mcr & MCR_LOOP) {
@@ -114,11 +146,7 @@ static void serial_transmit(struct serial *s, uint8_t byte)
 			s->rx_count++;
 		}
 	} else {
-		/* Written by serial_flush_output() once the lock is released. */
-		if (s->out_fd >= 0 && s->out_len < SERIAL_OUT_PENDING)
-			s->out[s->out_len++] = byte;
-		else if (s->out_fd >= 0)
-			s->out_dropped++;
+		serial_queue_output(s, byte);
 		serial_track_line(s, byte);
 	}
 	s->thr_interrupt = true;

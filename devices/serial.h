@@ -41,7 +41,9 @@ struct serial {
 	int out_fd; /* -1: output discarded */
 	uint8_t out[SERIAL_OUT_PENDING];
 	unsigned out_len;
-	uint64_t out_dropped; /* bytes the guest wrote while out[] was full */
+	uint64_t out_dropped;  /* bytes the guest wrote while out[] was full, or past out_limit */
+	uint64_t out_limit;    /* bytes of output taken at most; 0: no bound */
+	uint64_t out_accepted; /* bytes of output taken so far */
 	const struct serial_ops *ops;
 	void *opaque;
 
@@ -58,6 +60,10 @@ struct serial {
 
 void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, void *opaque);
 void serial_destroy(struct serial *s);
+
+/* Takes at most limit bytes of output from now on (0: no bound), then a note saying
+ * so; the rest is dropped. */
+void serial_set_output_limit(struct serial *s, uint64_t limit);
 
 /* bus_access_fn for the eight registers. A byte the guest transmits is written to
  * out_fd by the writing vCPU's thread, outside the device's lock. A signal that

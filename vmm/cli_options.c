@@ -59,6 +59,14 @@ static int replace_string(char **field, const char *value)
 	return cli_replace_part(field, value, strlen(value));
 }
 
+int cli_console_max_parse(uint64_t *bytes, const char *text, char *error, size_t error_len)
+{
+	if (size_parse(text, bytes) || *bytes == 0)
+		return cli_error(error, error_len,
+				 "--console-max-size %s: not a size such as 64M or 2G", text);
+	return 0;
+}
+
 int cli_console_parse(struct cli_options *opts, const char *text)
 {
 	if (strcmp(text, "stdio") == 0) {
@@ -102,6 +110,7 @@ enum {
 	OPT_API_SOCK,
 	OPT_QUIET,
 	OPT_HELP,
+	OPT_CONSOLE_MAX,
 };
 
 static const struct option run_options[] = {
@@ -111,6 +120,7 @@ static const struct option run_options[] = {
     {"cpus", required_argument, NULL, OPT_CPUS},
     {"mem", required_argument, NULL, OPT_MEM},
     {"console", required_argument, NULL, OPT_CONSOLE},
+    {"console-max-size", required_argument, NULL, OPT_CONSOLE_MAX},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"disk", required_argument, NULL, OPT_DISK},
     {"net", required_argument, NULL, OPT_NET},
@@ -155,6 +165,8 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 			return cli_error(error, error_len,
 					 "--console %s: must be stdio, none or file:PATH", arg);
 		return 0;
+	case OPT_CONSOLE_MAX:
+		return cli_console_max_parse(&opts->console_max_bytes, arg, error, error_len);
 	case OPT_DISK:
 		ret = cli_disk_parse(arg, &disk, error, error_len);
 		return ret ? ret : cli_disk_add(opts, &disk, error, error_len);

@@ -41,6 +41,7 @@ struct cli_options {
 	uint64_t mem_bytes;
 	enum mote_console console; /* MOTE_CONSOLE_FDS means stdio */
 	char *console_path;
+	uint64_t console_max_bytes; /* --console-max-size; 0: the library's default */
 	unsigned disk_count;
 	struct cli_disk disks[MOTE_MAX_DISKS];
 	unsigned net_count;
@@ -69,6 +70,9 @@ int config_file_apply(struct cli_options *opts, const char *text, char *error, s
 
 /* Reads path and applies it; -EINVAL with a reason (including unreadable files). */
 int config_file_load(struct cli_options *opts, const char *path, char *error, size_t error_len);
+
+/* Parses --console-max-size's SIZE (more than 0); -EINVAL with a reason. */
+int cli_console_max_parse(uint64_t *bytes, const char *text, char *error, size_t error_len);
 
 /* Parses "stdio", "none" or "file:PATH" into opts; -EINVAL otherwise. */
 int cli_console_parse(struct cli_options *opts, const char *text);

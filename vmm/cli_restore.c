@@ -130,6 +130,7 @@ enum {
 	OPT_QUIET,
 	OPT_COPIES,
 	OPT_HELP,
+	OPT_CONSOLE_MAX,
 };
 
 static const struct option restore_options[] = {
@@ -143,6 +144,7 @@ static const struct option restore_options[] = {
     {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
     {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"console", required_argument, NULL, OPT_CONSOLE},
+    {"console-max-size", required_argument, NULL, OPT_CONSOLE_MAX},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"copies", required_argument, NULL, OPT_COPIES},
     {"help", no_argument, NULL, OPT_HELP},
@@ -193,6 +195,8 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 		opts->console_given = true;
 		return ret;
 	}
+	case OPT_CONSOLE_MAX:
+		return cli_console_max_parse(&opts->console_max_bytes, arg, error, error_len);
 	case OPT_QUIET:
 		opts->quiet = true;
 		return 0;
@@ -288,6 +292,7 @@ int cli_restore_options_for_copy(const struct cli_restore_options *opts, unsigne
 	c->paused = r->paused;
 	c->track_dirty_pages = r->track_dirty_pages;
 	out->console = opts->console;
+	out->console_max_bytes = opts->console_max_bytes;
 	out->console_given = opts->console_given;
 	out->quiet = opts->quiet;
 	ret |= cli_copy_string(&c->state_path, r->state_path, copy);

@@ -25,6 +25,7 @@ struct cli_restore_options {
 	char *api_sock;
 	enum mote_console console;
 	char *console_path;
+	uint64_t console_max_bytes; /* --console-max-size; 0: the default */
 	bool console_given;
 	bool quiet;
 	bool help;

@@ -274,6 +274,7 @@ static int cli_restore_controller_init(struct vm_controller *c,
 
 	cli_options_init(&pending);
 	pending.console = opts->console;
+	pending.console_max_bytes = opts->console_max_bytes;
 	if (opts->console_path && !(pending.console_path = strdup(opts->console_path))) {
 		fprintf(stderr, "mote: error: out of memory\n");
 		return -ENOMEM;

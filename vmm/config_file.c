@@ -10,7 +10,7 @@
  *    "network-interfaces": [{"iface_id": "eth0", "host_dev_name": "tap0",
  *                            "guest_mac": "06:00:ac:10:00:02"}],
  *    "vsock": {"guest_cid": 3, "uds_path": "/tmp/v.sock"},
- *    "console": "stdio", "exit_at_boot": false}
+ *    "console": "stdio", "console_max_size": "1G", "exit_at_boot": false}
  * Unknown keys are errors, not ignored: a typo must not silently boot something else. */
 #include "cli_options.h"
 
@@ -286,6 +286,13 @@ int config_file_apply(struct cli_options *opts, const char *text, char *error, s
 				ret = config_error(
 				    error, error_len,
 				    "console must be \"stdio\", \"none\" or \"file:PATH\"");
+		} else if (strcmp(item->string, "console_max_size") == 0) {
+			if (!cJSON_IsString(item) ||
+			    cli_console_max_parse(&opts->console_max_bytes, item->valuestring,
+						  error, error_len))
+				ret =
+				    config_error(error, error_len,
+						 "console_max_size must be a size such as \"64M\"");
 		} else if (strcmp(item->string, "exit_at_boot") == 0) {
 			if (cJSON_IsBool(item))
 				opts->exit_at_boot = cJSON_IsTrue(item);

@@ -32,6 +32,9 @@ enum mote_log_level {
  * the VM's threads; it must not call back into the VM. */
 typedef void (*mote_log_fn)(void *opaque, enum mote_log_level level, const char *message);
 
+/* The default bound of a console file's growth in one run (mote_config). */
+#define MOTE_CONSOLE_FILE_DEFAULT_MAX (1ULL << 30)
+
 enum mote_console {
 	MOTE_CONSOLE_NONE, /* guest serial output is discarded, no input */
 	MOTE_CONSOLE_FDS,  /* output to console_out_fd, input from console_in_fd (-1: none) */
@@ -91,6 +94,10 @@ struct mote_config {
 	int console_in_fd;
 	int console_out_fd;
 	const char *console_path;
+	/* MOTE_CONSOLE_FILE: at most this many bytes of the guest's output are appended to
+	 * console_path in one run, then a note, and the rest is dropped: a guest that
+	 * prints for ever cannot fill the host's disk. 0: MOTE_CONSOLE_FILE_DEFAULT_MAX. */
+	uint64_t console_max_bytes;
 	unsigned disk_count; /* 0..MOTE_MAX_DISKS; at most one with root set */
 	struct mote_disk disks[MOTE_MAX_DISKS];
 	unsigned net_count; /* 0..MOTE_MAX_NETS */
@@ -239,6 +246,10 @@ struct mote_restore_config {
 	int console_in_fd;
 	int console_out_fd;
 	const char *console_path;
+	/* MOTE_CONSOLE_FILE: at most this many bytes of the guest's output are appended to
+	 * console_path in one run, then a note, and the rest is dropped: a guest that
+	 * prints for ever cannot fill the host's disk. 0: MOTE_CONSOLE_FILE_DEFAULT_MAX. */
+	uint64_t console_max_bytes;
 	int64_t start_monotonic_ns; /* as in mote_config */
 	mote_log_fn log;
 	void *log_opaque;

@@ -319,6 +319,8 @@ static int vm_setup_console(struct mote_vm *vm, const struct mote_config *config
 			return err;
 		}
 		vm->console_out_owned = true;
+		vm->console_max_bytes = config->console_max_bytes ? config->console_max_bytes
+								  : MOTE_CONSOLE_FILE_DEFAULT_MAX;
 		break;
 	}
 	vm->console_stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -382,6 +384,7 @@ static int vm_register_devices(struct mote_vm *vm)
 	int ret;
 
 	serial_init(&vm->serial, vm->console_out_fd, &vm_serial_ops, vm);
+	serial_set_output_limit(&vm->serial, vm->console_max_bytes);
 	i8042_init(&vm->i8042, vm_i8042_reset, vm);
 	i8042_connect_irq(&vm->i8042, vm_i8042_pulse_irq);
 	debug_port_init(&vm->debug_port, vm_debug_port_event, vm);

@@ -35,7 +35,8 @@ struct mote_vm {
 	int console_in_fd;  /* -1: no input */
 	int console_out_fd; /* owned when console_out_owned */
 	bool console_out_owned;
-	int console_stop_fd; /* eventfd that ends the console thread */
+	int console_stop_fd;	    /* eventfd that ends the console thread */
+	uint64_t console_max_bytes; /* of a console file's output in this run; 0: no bound */
 	pthread_t console_thread;
 	bool console_thread_started;
 

@@ -104,6 +104,7 @@ void vm_command_config_from_options(const struct cli_options *opts, struct mote_
 	config->mem_bytes = opts->mem_bytes;
 	config->console = opts->console;
 	config->console_path = opts->console_path;
+	config->console_max_bytes = opts->console_max_bytes;
 	config->disk_count = opts->disk_count;
 	for (unsigned i = 0; i < opts->disk_count; i++) {
 		config->disks[i] = (struct mote_disk){
@@ -321,6 +322,7 @@ static int vm_command_snapshot_load(struct vm_controller *c,
 	restore.console_in_fd = STDIN_FILENO;
 	restore.console_out_fd = STDOUT_FILENO;
 	restore.console_path = c->pending.console_path;
+	restore.console_max_bytes = c->pending.console_max_bytes;
 	restore.start_monotonic_ns = c->start_ns;
 	restore.log = vm_controller_log;
 	restore.log_opaque = c;

@@ -443,6 +443,7 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	vm_config.console_in_fd = config->console_in_fd;
 	vm_config.console_out_fd = config->console_out_fd;
 	vm_config.console_path = config->console_path;
+	vm_config.console_max_bytes = config->console_max_bytes;
 	vm_config.log = config->log;
 	vm_config.log_opaque = config->log_opaque;
 	if (!ret)

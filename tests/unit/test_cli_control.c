@@ -78,6 +78,8 @@ static void restore_flags_fill_every_setting(void **state)
 			       "/tmp/api1.sock",
 			       "--console",
 			       "file:/tmp/c1",
+			       "--console-max-size",
+			       "1M",
 			       NULL};
 	const struct mote_restore_config *r = &o.restore;
 
@@ -103,6 +105,7 @@ static void restore_flags_fill_every_setting(void **state)
 	assert_string_equal(o.api_sock, "/tmp/api1.sock");
 	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
 	assert_string_equal(o.console_path, "/tmp/c1");
+	assert_int_equal(o.console_max_bytes, 1u << 20);
 	cli_restore_options_free(&o);
 }
 
@@ -134,6 +137,7 @@ static void restore_bad_arguments_give_a_one_line_reason(void **state)
 	    {"restore", "--snapshot", "s", "--mem", "m", "--net", "eth0", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--net", "=tap0", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--console", "tty", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--console-max-size", "0", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--bogus", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "extra", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--api-sock", "", NULL},

@@ -27,10 +27,23 @@ static void run_flags_fill_every_setting(void **state)
 {
 	struct cli_options o;
 	char error[CLI_ERROR_MAX] = "";
-	const char *args[] = {
-	    "run",	     "--kernel",       "vmlinux", "--initrd", "init.cpio.gz", "--cmdline",
-	    "console=ttyS0", "--cpus",	       "4",	  "--mem",    "1G",	      "--console",
-	    "file:/tmp/out", "--exit-at-boot", NULL};
+	const char *args[] = {"run",
+			      "--kernel",
+			      "vmlinux",
+			      "--initrd",
+			      "init.cpio.gz",
+			      "--cmdline",
+			      "console=ttyS0",
+			      "--cpus",
+			      "4",
+			      "--mem",
+			      "1G",
+			      "--console",
+			      "file:/tmp/out",
+			      "--exit-at-boot",
+			      "--console-max-size",
+			      "64M",
+			      NULL};
 
 	(void)state;
 	assert_int_equal(parse(&o, error, args), 0);
@@ -42,6 +55,7 @@ static void run_flags_fill_every_setting(void **state)
 	assert_int_equal(o.mem_bytes, 1024 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
 	assert_string_equal(o.console_path, "/tmp/out");
+	assert_int_equal(o.console_max_bytes, 64 * MIB);
 	assert_true(o.exit_at_boot);
 	cli_options_free(&o);
 }
@@ -57,6 +71,7 @@ static void defaults_are_one_cpu_128m_stdio(void **state)
 	assert_int_equal(o.cpus, 1);
 	assert_int_equal(o.mem_bytes, 128 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_FDS);
+	assert_int_equal(o.console_max_bytes, 0);
 	assert_null(o.initrd);
 	assert_false(o.exit_at_boot);
 	cli_options_free(&o);
@@ -65,12 +80,20 @@ static void defaults_are_one_cpu_128m_stdio(void **state)
 static void bad_values_are_rejected_with_a_reason(void **state)
 {
 	const char *const cases[][4] = {
-	    {"--cpus", "0"},	  {"--cpus", "33"},
-	    {"--cpus", "two"},	  {"--cpus", "4x"},
-	    {"--mem", "15M"},	  {"--mem", "129M"},
-	    {"--mem", "lots"},	  {"--mem", "-1"},
-	    {"--mem", "2T"},	  {"--mem", "99999999999999999999"},
-	    {"--console", "tty"}, {"--console", "file:"},
+	    {"--cpus", "0"},
+	    {"--cpus", "33"},
+	    {"--cpus", "two"},
+	    {"--cpus", "4x"},
+	    {"--mem", "15M"},
+	    {"--mem", "129M"},
+	    {"--mem", "lots"},
+	    {"--mem", "-1"},
+	    {"--mem", "2T"},
+	    {"--mem", "99999999999999999999"},
+	    {"--console", "tty"},
+	    {"--console", "file:"},
+	    {"--console-max-size", "0"},
+	    {"--console-max-size", "big"},
 	    {"--bogus", "1"},
 	};
 
@@ -135,7 +158,7 @@ static void config_json_sets_firecracker_shaped_settings(void **state)
 	const char *json = "{\"boot-source\": {\"kernel_image_path\": \"/k\", \"initrd_path\": "
 			   "\"/i\", \"boot_args\": \"quiet\"}, \"machine-config\": "
 			   "{\"vcpu_count\": 3, \"mem_size_mib\": 512}, \"console\": \"none\", "
-			   "\"exit_at_boot\": true}";
+			   "\"console_max_size\": \"2G\", \"exit_at_boot\": true}";
 
 	(void)state;
 	cli_options_init(&o);
@@ -146,6 +169,7 @@ static void config_json_sets_firecracker_shaped_settings(void **state)
 	assert_int_equal(o.cpus, 3);
 	assert_int_equal(o.mem_bytes, 512 * MIB);
 	assert_int_equal(o.console, MOTE_CONSOLE_NONE);
+	assert_int_equal(o.console_max_bytes, 2048 * MIB);
 	assert_true(o.exit_at_boot);
 	cli_options_free(&o);
 }
@@ -165,6 +189,8 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	    "{\"machine-config\": {\"mem_size_mib\": 101}}",
 	    "{\"machine-config\": {\"mem_size_mib\": 1e300}}",
 	    "{\"console\": \"serial\"}",
+	    "{\"console_max_size\": 1024}",
+	    "{\"console_max_size\": \"0\"}",
 	    "{\"exit_at_boot\": 1}",
 	    "{\"exit_at_boot\": \"yes\"}",
 	    "{\"disks\": []}",

@@ -224,6 +224,34 @@ static void serial_write_errors_drop_bytes_but_keep_the_console(void **state)
 	serial_destroy(&s);
 }
 
+/* A console file gets at most its limit of a run's output, then a note; the rest is
+ * dropped, and the panic watch still sees every line. */
+static void serial_output_past_the_limit_is_dropped_after_a_note(void **state)
+{
+	struct serial s;
+	struct observer o = {0};
+	char buf[256];
+	int fds[2];
+	(void)state;
+	assert_int_equal(pipe(fds), 0);
+	serial_init(&s, fds[1], &observer_ops, &o);
+	serial_set_output_limit(&s, 5);
+	for (const char *p = "12345678\nKernel panic - not syncing: x\n"; *p; p++)
+		reg_write(&s, 0, (uint8_t)*p);
+	ssize_t n = read(fds[0], buf, sizeof(buf) - 1);
+	assert_true(n > 5);
+	buf[n] = '\0';
+	static const char expect[] = "12345\n[mote: console output limit reached";
+	assert_memory_equal(buf, expect, sizeof(expect) - 1);
+	assert_null(strstr(buf, "678"));
+	assert_null(strstr(buf, "Kernel panic"));
+	assert_int_equal(o.panic_starts, 1);
+	assert_int_equal(s.out_dropped, 4 + strlen("Kernel panic - not syncing: x\n"));
+	close(fds[0]);
+	close(fds[1]);
+	serial_destroy(&s);
+}
+
 static void no_op_handler(int sig)
 {
 	(void)sig;
@@ -406,6 +434,7 @@ int main(void)
 	    cmocka_unit_test(serial_output_to_a_closed_pipe_is_dropped),
 	    cmocka_unit_test(serial_stalled_console_stalls_only_the_writer),
 	    cmocka_unit_test(serial_write_errors_drop_bytes_but_keep_the_console),
+	    cmocka_unit_test(serial_output_past_the_limit_is_dropped_after_a_note),
 	    cmocka_unit_test(serial_long_lines_are_bounded),
 	    cmocka_unit_test(i8042_pulse_reset_command_resets),
 	    cmocka_unit_test(i8042_control_byte_round_trips),
