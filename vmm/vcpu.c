@@ -394,22 +394,25 @@ void vcpu_kick(struct vcpu *vcpu)
 	pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);
 }
 
-/* How often a thread waiting for vCPUs kicks again: a kick that came just before a
- * blocking system call (a write to a slow console) is not felt by it. */
-#define VCPU_REKICK_MS 10
+struct timespec vcpu_rekick_deadline(void)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += VCPU_REKICK_MS * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	return until;
+}
 
 void vcpu_join(struct vcpu *vcpu)
 {
 	if (!vcpu->thread_started)
 		return;
 	for (;;) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += VCPU_REKICK_MS * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = vcpu_rekick_deadline();
 		if (pthread_timedjoin_np(vcpu->thread, NULL, &until) == 0)
 			break;
 		vcpu_kick(vcpu);

@@ -33,6 +33,15 @@ int vcpu_start(struct vcpu *vcpu);
 /* Makes a running KVM_RUN return soon (immediate_exit + signal); any thread. */
 void vcpu_kick(struct vcpu *vcpu);
 
+/* How often a thread waiting for vCPUs (vcpu_join, a pause) kicks them again: a kick
+ * that came just before a blocking system call (a write to a slow console) is not felt
+ * by it. */
+#define VCPU_REKICK_MS 10
+
+/* The CLOCK_REALTIME deadline of one wait between kicks: VCPU_REKICK_MS from now. */
+struct timespec vcpu_rekick_deadline(void);
+
+/* Waits for the vCPU's thread to end, kicking it again every VCPU_REKICK_MS. */
 void vcpu_join(struct vcpu *vcpu);
 void vcpu_destroy(struct vcpu *vcpu);
 

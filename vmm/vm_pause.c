@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <time.h>
 
 #include "vm.h"
 
@@ -44,20 +43,13 @@ static bool vm_park_all(struct mote_vm *vm)
 	pthread_mutex_unlock(&vm->lock);
 	pthread_mutex_lock(&vm->lock);
 	while (vm->parked < vm->cpu_count && !vm->ended) {
-		/* Kicked again every 10 ms: a kick that came just before a blocking system
-		 * call (a write to a slow console) is not felt by it. A vCPU already parked
-		 * takes the extra kick as a spurious wakeup. */
+		/* Kicked again every VCPU_REKICK_MS (vcpu.h); a vCPU already parked takes
+		 * the extra kick as a spurious wakeup. */
 		pthread_mutex_unlock(&vm->lock);
 		for (unsigned i = 0; i < vm->cpu_count; i++)
 			vcpu_kick(&vm->vcpus[i]);
 		pthread_mutex_lock(&vm->lock);
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 10 * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = vcpu_rekick_deadline();
 		if (vm->parked < vm->cpu_count && !vm->ended)
 			pthread_cond_timedwait(&vm->pause_cond, &vm->lock, &until);
 	}

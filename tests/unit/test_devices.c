@@ -275,13 +275,26 @@ static void *access_thread(void *arg)
 	return NULL;
 }
 
+/* CLOCK_REALTIME ms from now, for pthread_timedjoin_np(). */
+static struct timespec realtime_after_ms(long ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += ms % 1000 * 1000000L;
+	if (t.tv_nsec >= 1000000000L) {
+		t.tv_sec++;
+		t.tv_nsec -= 1000000000L;
+	}
+	return t;
+}
+
 /* Joins t, failing the test if it has not ended within 5 s. */
 static void join_within(pthread_t t, const char *what)
 {
-	struct timespec deadline;
+	struct timespec deadline = realtime_after_ms(5000);
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += 5;
 	if (pthread_timedjoin_np(t, NULL, &deadline) != 0)
 		fail_msg("%s did not return within 5 s", what);
 }
@@ -318,13 +331,7 @@ static void serial_stalled_console_stalls_only_the_writer(void **state)
 	 * not be felt by it. */
 	for (int i = 0; i < 500; i++) {
 		pthread_kill(writer, SIGUSR1);
-		struct timespec soon;
-		clock_gettime(CLOCK_REALTIME, &soon);
-		soon.tv_nsec += 10 * 1000000L;
-		if (soon.tv_nsec >= 1000000000L) {
-			soon.tv_sec++;
-			soon.tv_nsec -= 1000000000L;
-		}
+		struct timespec soon = realtime_after_ms(10);
 		if (pthread_timedjoin_np(writer, NULL, &soon) == 0) {
 			writer = 0;
 			break;
