@@ -95,6 +95,17 @@ void api_reply_fault(struct api_reply *reply, unsigned status, const char *messa
 	api_reply_json(reply, json ? status : 500, json);
 }
 
+/* Firecracker's MachineConfiguration fields (GET /machine-config, and the machine-config
+ * of GET /vm/config); false when out of memory. */
+static bool api_add_machine_config(cJSON *object, unsigned vcpu_count, uint64_t mem_size_mib,
+				   bool track_dirty_pages)
+{
+	return cJSON_AddNumberToObject(object, "vcpu_count", vcpu_count) &&
+	       cJSON_AddNumberToObject(object, "mem_size_mib", (double)mem_size_mib) &&
+	       cJSON_AddFalseToObject(object, "smt") &&
+	       cJSON_AddBoolToObject(object, "track_dirty_pages", track_dirty_pages);
+}
+
 static void api_describe(struct vm_controller *c, bool machine, struct api_reply *reply)
 {
 	struct vm_controller_description d;
@@ -107,10 +118,8 @@ static void api_describe(struct vm_controller *c, bool machine, struct api_reply
 	}
 	bool ok;
 	if (machine) {
-		ok = cJSON_AddNumberToObject(json, "vcpu_count", d.vcpu_count) &&
-		     cJSON_AddNumberToObject(json, "mem_size_mib", (double)d.mem_size_mib) &&
-		     cJSON_AddFalseToObject(json, "smt") &&
-		     cJSON_AddBoolToObject(json, "track_dirty_pages", d.track_dirty_pages);
+		ok =
+		    api_add_machine_config(json, d.vcpu_count, d.mem_size_mib, d.track_dirty_pages);
 	} else {
 		/* Firecracker's InstanceInfo; "anonymous-instance" is its id when none is set. */
 		ok = cJSON_AddStringToObject(json, "id", "anonymous-instance") &&
@@ -211,10 +220,8 @@ static cJSON *api_vm_config_json(const struct mote_config *config)
 		ok = drive && cJSON_AddItemToArray(part, drive);
 	}
 	ok = ok && (part = cJSON_AddObjectToObject(json, "machine-config")) &&
-	     cJSON_AddNumberToObject(part, "vcpu_count", config->cpus) &&
-	     cJSON_AddNumberToObject(part, "mem_size_mib", (double)(config->mem_bytes >> 20)) &&
-	     cJSON_AddFalseToObject(part, "smt") &&
-	     cJSON_AddBoolToObject(part, "track_dirty_pages", config->track_dirty_pages);
+	     api_add_machine_config(part, config->cpus, config->mem_bytes >> 20,
+				    config->track_dirty_pages);
 	ok = ok && (part = cJSON_AddArrayToObject(json, "network-interfaces"));
 	for (unsigned i = 0; ok && i < config->net_count; i++) {
 		cJSON *nic = api_nic_json(&config->nets[i], i);
