@@ -360,10 +360,6 @@ void vsock_mux_host_events(struct vsock_mux *mux)
  * 0, or the negative errno of the connect (-ENOMEM: no memory for it). */
 static int guest_connect(struct vsock_mux *mux, const struct vsock_pkt *request)
 {
-	/* A request retried later may find its (local, peer) ports taken meanwhile by a
-	 * host client's connection: a second entry under one key would shadow it. */
-	if (lookup(mux, request->dst_port, request->src_port))
-		return -EADDRINUSE;
 	int fd = vsock_uds_connect_port(mux->uds_path, request->dst_port);
 	if (fd < 0)
 		return fd;
