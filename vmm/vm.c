@@ -139,7 +139,11 @@ static bool vm_serial_output_should_yield(void *opaque)
 {
 	struct mote_vm *vm = opaque;
 
-	return vm_pause_requested(vm) || vm_has_ended(vm);
+	/* Asked before every console write: one look under the lock, not two. */
+	pthread_mutex_lock(&vm->lock);
+	bool yield = vm->pause_requested || vm->ended;
+	pthread_mutex_unlock(&vm->lock);
+	return yield;
 }
 
 static const struct serial_ops vm_serial_ops = {
