@@ -1,7 +1,14 @@
 /* virtio-blk (virtio 1.2 §5.2): the device model around blk_request.c. It owns the
  * image, its lock, the io_uring and the ring's completion eventfd, the config space,
- * and the one request queue: a notification starts every chain available, a completion
+ * and the one request queue: a notification starts the chains available, a completion
  * answers what finished, each pushing and interrupting once per batch.
+ *
+ * Two bounds keep one guest's disk from holding up the rest of its VM. A turn starts
+ * at most VIRTIO_BLK_TAKE_BUDGET chains, then asks to be served again, so the VM's
+ * other devices on the event thread get theirs. And requests in flight hold at most
+ * VIRTIO_BLK_BUSY_BYTES_MAX bytes of chains: a pause, a snapshot or a reset, which wait
+ * for every request in flight, wait for that much I/O at most. A chain over the bound
+ * stays in the ring until completions make room.
  *
  * Requests in flight are kept by chain head: the driver cannot offer a head the device
  * has not used yet (§2.7.13), so a head coming back while its request is busy is the
@@ -42,7 +49,9 @@ struct virtio_blk {
 	struct mote_log log;
 	int event_fd; /* io_uring signals it for every completion */
 	bool ring_ready;
-	bool broken; /* the driver broke the queue: nothing more is taken until a reset */
+	bool broken;	     /* the driver broke the queue: nothing more is taken until a reset */
+	uint64_t busy_bytes; /* chain bytes of the requests in flight */
+	bool room_wanted;    /* a chain waits in the ring for busy_bytes to fall */
 	struct virtio_blk_config config;
 	struct virtq_chain chain;		     /* virtq_pop() scratch */
 	struct blk_request requests[BLK_QUEUE_SIZE]; /* indexed by chain head */
@@ -75,11 +84,34 @@ static void blk_push(struct virtio_blk *blk, const struct blk_request *req)
 	(void)virtq_push(blk_queue(blk), req->head, req->used_len);
 }
 
+/* A request in flight was answered or dropped: its bytes no longer count. */
+static void blk_release(struct virtio_blk *blk, struct blk_request *req)
+{
+	blk->busy_bytes -= req->charged_bytes;
+	req->charged_bytes = 0;
+}
+
+/* After completions: a chain left in the ring for want of room may fit now. */
+static void blk_serve_waiting_chain(struct virtio_blk *blk)
+{
+	if (blk->room_wanted && !blk->broken) {
+		blk->room_wanted = false;
+		vdev_serve_again(&blk->dev, 0);
+	}
+}
+
 static void blk_break(struct virtio_blk *blk, const char *what)
 {
 	log_warn(&blk->log, "%s: %s; the device needs a reset", blk->name, what);
 	blk->broken = true;
 	vdev_needs_reset(&blk->dev);
+}
+
+/* Whether requests in flight leave room for a chain of bytes more. A chain alone is
+ * always started: the largest request a driver may send fits in the bound. */
+static bool blk_has_room(const struct virtio_blk *blk, uint64_t bytes)
+{
+	return blk->busy_bytes == 0 || bytes <= VIRTIO_BLK_BUSY_BYTES_MAX - blk->busy_bytes;
 }
 
 static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
@@ -89,19 +121,28 @@ static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
 		return;
 	}
 	struct blk_request *req = &blk->requests[chain->head];
-	if (blk_request_start(&blk->disk, req, chain))
+	if (blk_request_start(&blk->disk, req, chain)) {
 		blk_push(blk, req);
+		return;
+	}
+	req->charged_bytes = chain->readable_len + chain->writable_len;
+	blk->busy_bytes += req->charged_bytes;
 }
 
-/* Starts every chain available. With EVENT_IDX, once the ring looks empty the device
- * tells the driver how far it has read and looks again: a chain the driver added in
- * between brings no notification (§2.7.10). */
+/* Starts the chains available, within the turn's budget and the room requests in
+ * flight leave. With EVENT_IDX, once the ring looks empty the device tells the driver
+ * how far it has read and looks again: a chain the driver added in between brings no
+ * notification (§2.7.10). */
 static void blk_take_chains(struct virtio_blk *blk)
 {
 	struct virtq *vq = blk_queue(blk);
 	bool rearmed = false;
 
-	while (!blk->broken) {
+	for (unsigned taken = 0; !blk->broken; taken++) {
+		if (taken == VIRTIO_BLK_TAKE_BUDGET) {
+			vdev_serve_again(&blk->dev, 0);
+			return;
+		}
 		int got = virtq_pop(vq, &blk->chain);
 		if (got < 0) {
 			blk_break(blk, "broken descriptor chain");
@@ -115,6 +156,12 @@ static void blk_take_chains(struct virtio_blk *blk)
 			continue;
 		}
 		rearmed = false;
+		if (!blk_has_room(blk, blk->chain.readable_len + blk->chain.writable_len)) {
+			/* Back to the ring, untouched, until a request in flight ends. */
+			(void)virtq_unpop(vq, 1);
+			blk->room_wanted = true;
+			return;
+		}
 		blk_start(blk, &blk->chain);
 	}
 }
@@ -126,8 +173,10 @@ static void blk_take_completion(struct virtio_blk *blk, struct io_uring_cqe *cqe
 	int res = cqe->res;
 
 	io_uring_cqe_seen(&blk->disk.ring, cqe);
-	if (blk_request_complete(&blk->disk, req, res))
+	if (blk_request_complete(&blk->disk, req, res)) {
 		blk_push(blk, req);
+		blk_release(blk, req);
+	}
 }
 
 /* The event-loop handler of the ring's eventfd: answers the requests that finished and
@@ -150,6 +199,7 @@ static void blk_on_completion(void *opaque)
 	blk_submit(blk);
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
+	blk_serve_waiting_chain(blk);
 	pthread_mutex_unlock(&dev->lock);
 }
 
@@ -174,6 +224,7 @@ static void blk_drain(struct virtio_blk *blk)
 		struct blk_request *req = io_uring_cqe_get_data(cqe);
 		io_uring_cqe_seen(ring, cqe);
 		blk_request_drop(&blk->disk, req);
+		blk_release(blk, req);
 	}
 }
 
@@ -182,10 +233,10 @@ static uint64_t blk_features(struct vdev *dev)
 	struct virtio_blk *blk = dev->impl;
 	/* §5.2.3. No CONFIG_WCE: the cache is always writeback, and FLUSH makes it
 	 * stable. No MQ: one request queue. */
-	uint64_t features = (1ULL << VIRTIO_BLK_F_SEG_MAX) | (1ULL << VIRTIO_BLK_F_BLK_SIZE) |
-			    (1ULL << VIRTIO_BLK_F_FLUSH) | (1ULL << VIRTIO_BLK_F_DISCARD) |
-			    (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) | VIRTIO_FEATURE_INDIRECT_DESC |
-			    VIRTIO_FEATURE_EVENT_IDX;
+	uint64_t features = (1ULL << VIRTIO_BLK_F_SIZE_MAX) | (1ULL << VIRTIO_BLK_F_SEG_MAX) |
+			    (1ULL << VIRTIO_BLK_F_BLK_SIZE) | (1ULL << VIRTIO_BLK_F_FLUSH) |
+			    (1ULL << VIRTIO_BLK_F_DISCARD) | (1ULL << VIRTIO_BLK_F_WRITE_ZEROES) |
+			    VIRTIO_FEATURE_INDIRECT_DESC | VIRTIO_FEATURE_EVENT_IDX;
 
 	if (blk->disk.read_only)
 		features |= 1ULL << VIRTIO_BLK_F_RO;
@@ -239,13 +290,15 @@ static void blk_reset(struct vdev *dev)
 	blk_drain(blk);
 	virtq_reset(blk_queue(blk));
 	blk->broken = false;
+	blk->room_wanted = false;
 }
 
 /* Snapshots. */
 
 /* Answers every request in flight, waiting on io_uring itself: while the VM is paused
  * the event thread, which reaps completions, is stopped. What the driver had made
- * available and the device had not taken yet stays in the ring for later. */
+ * available and the device had not taken yet stays in the ring for later: the queue is
+ * served again once the event thread runs (or, restored, when every queue is). */
 static void blk_quiesce(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;
@@ -267,6 +320,7 @@ static void blk_quiesce(struct vdev *dev)
 	}
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
+	blk_serve_waiting_chain(blk);
 }
 
 static int blk_save(struct vdev *dev, struct snap_writer *w)
@@ -456,6 +510,7 @@ static void blk_fill_config(struct virtio_blk *blk)
 	/* §5.2.4, little-endian. */
 	config->capacity = htole64(blk->disk.capacity);
 	config->seg_max = htole32(BLK_SEG_MAX);
+	config->size_max = htole32(BLK_SIZE_MAX);
 	config->blk_size = htole32(BLK_SECTOR_SIZE);
 	config->max_discard_sectors = htole32(BLK_MAX_RANGE_SECTORS);
 	config->max_discard_seg = htole32(BLK_MAX_RANGES);

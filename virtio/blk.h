@@ -4,11 +4,12 @@
  * after it completed: what the guest flushed survives a kill -9 of the monitor.
  *
  * The driver is not trusted. A request that breaks a rule (short header, data not a
- * whole number of sectors or beyond the capacity, a write to a read-only disk) fails
- * alone with VIRTIO_BLK_S_IOERR, an unknown one with VIRTIO_BLK_S_UNSUPP; a chain with
- * no writable byte for the status goes back with nothing written (used length 0). Only
- * a broken queue — a chain virtq_pop() refuses, or a head offered again while the
- * device still owns it — stops the device until a reset (DEVICE_NEEDS_RESET). */
+ * whole number of sectors, beyond the capacity or longer than the config space
+ * allows, a write to a read-only disk) fails alone with VIRTIO_BLK_S_IOERR, an
+ * unknown one with VIRTIO_BLK_S_UNSUPP; a chain with no writable byte for the status
+ * goes back with nothing written (used length 0). Only a broken queue — a chain
+ * virtq_pop() refuses, or a head offered again while the device still owns it — stops
+ * the device until a reset (DEVICE_NEEDS_RESET). */
 #ifndef MOTE_VIRTIO_BLK_H
 #define MOTE_VIRTIO_BLK_H
 
@@ -21,6 +22,14 @@
 
 /* VIRTIO_BLK_ID_BYTES (§5.2.6): the serial GET_ID returns, NUL-padded. */
 #define VIRTIO_BLK_ID_MAX 20
+
+/* Chains one turn of the event thread starts before the queue waits for its next turn. */
+#define VIRTIO_BLK_TAKE_BUDGET 64
+/* The data of one IN or OUT request at most: seg_max segments of size_max bytes, as the
+ * config space advertises. A longer one fails with VIRTIO_BLK_S_IOERR. */
+#define VIRTIO_BLK_REQUEST_MAX_BYTES (254ull * 64 * 1024)
+/* Chain bytes the requests in flight hold at most; the next chain waits in the ring. */
+#define VIRTIO_BLK_BUSY_BYTES_MAX (64ull * 1024 * 1024)
 
 struct virtio_blk_options {
 	const char *path; /* raw image file */

@@ -212,7 +212,8 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 		/* A chain is at most 2^32 bytes and the header takes 16 of them. */
 		req->data_len = (uint32_t)len;
 	}
-	if (len % BLK_SECTOR_SIZE || !in_capacity(disk, sector, len / BLK_SECTOR_SIZE) || !mapped)
+	if (len % BLK_SECTOR_SIZE || len > VIRTIO_BLK_REQUEST_MAX_BYTES ||
+	    !in_capacity(disk, sector, len / BLK_SECTOR_SIZE) || !mapped)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (len == 0)
 		return answer(req, VIRTIO_BLK_S_OK);

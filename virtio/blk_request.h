@@ -30,6 +30,14 @@
  * 1 MiB request of scattered 4 KiB pages needs few chains. Also bounds the iovecs of
  * one SQE, below IOV_MAX. */
 #define BLK_SEG_MAX (BLK_QUEUE_SIZE - 2)
+/* Bytes per data segment (config size_max). With seg_max it bounds the data of one IN
+ * or OUT request, which Linux's driver never exceeds (it sets its queue's segment size
+ * and count from them), to VIRTIO_BLK_REQUEST_MAX_BYTES: what a reset or a pause may
+ * have to wait for per request. */
+#define BLK_SIZE_MAX (64u * 1024u)
+_Static_assert(VIRTIO_BLK_REQUEST_MAX_BYTES / BLK_SIZE_MAX == BLK_SEG_MAX &&
+		   VIRTIO_BLK_REQUEST_MAX_BYTES % BLK_SIZE_MAX == 0,
+	       "the request bound is what the config space advertises");
 /* Ranges per DISCARD or WRITE_ZEROES request (config max_discard_seg and
  * max_write_zeroes_seg), and sectors per range (max_discard_sectors and
  * max_write_zeroes_sectors): 1 GiB. */
@@ -69,7 +77,8 @@ struct blk_range {
 };
 
 struct blk_request {
-	bool busy; /* started and not yet answered (or dropped) */
+	bool busy;		/* started and not yet answered (or dropped) */
+	uint64_t charged_bytes; /* what it counts for in the device's bytes in flight (blk.c) */
 	uint16_t head;
 	uint32_t type;	 /* VIRTIO_BLK_T_* */
 	uint8_t *status; /* the chain's last writable byte; NULL if it has none */

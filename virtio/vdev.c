@@ -14,3 +14,9 @@ void vdev_needs_reset(struct vdev *dev)
 	if (dev->transport_ops)
 		dev->transport_ops->needs_reset(dev->transport);
 }
+
+void vdev_serve_again(struct vdev *dev, uint16_t q)
+{
+	if (q < dev->queue_count && dev->transport_ops)
+		dev->transport_ops->serve_again(dev->transport, q);
+}

@@ -90,6 +90,10 @@ struct vdev_transport_ops {
 	void (*signal_used)(void *transport, uint16_t q); /* a used-buffer interrupt */
 	void (*signal_config)(void *transport);		  /* a config-change interrupt */
 	void (*needs_reset)(void *transport);		  /* the driver broke a rule */
+	/* Serve queue q again soon, from the thread that serves notifications, as if the
+	 * driver had notified it: for a device that stopped before the ring was empty so
+	 * that the VM's other queues get their turn. */
+	void (*serve_again)(void *transport, uint16_t q);
 };
 
 struct vdev {
@@ -121,5 +125,11 @@ void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx);
 
 /* The driver broke the protocol: the device stops and waits for a reset (§2.1.2). */
 void vdev_needs_reset(struct vdev *dev);
+
+/* The device left chains in queue q's ring (its budget for one turn is spent, or it
+ * waits for room): the transport notifies it again later, through the same checks as
+ * the driver's notifications (a queue reset or a device needing a reset meanwhile is
+ * not served). */
+void vdev_serve_again(struct vdev *dev, uint16_t q);
 
 #endif

@@ -79,13 +79,18 @@ static void unpop(struct virtio_vsock *vs, uint16_t q)
 	queue(vs, q)->last_avail_idx--;
 }
 
-/* Takes every guest packet offered on tx (§5.10.6.1: even when rx is full, while the
- * replies have room to wait). */
+/* Takes the guest packets offered on tx (§5.10.6.1: even when rx is full, while the
+ * replies have room to wait), VIRTIO_VSOCK_TAKE_BUDGET in one turn: a guest that keeps
+ * the ring full gets served again after the VM's other devices. */
 static void take_tx(struct virtio_vsock *vs)
 {
 	uint16_t old_used_idx = queue(vs, TX_QUEUE)->used_idx;
 
-	while (!vs->broken) {
+	for (unsigned taken = 0; !vs->broken; taken++) {
+		if (taken == VIRTIO_VSOCK_TAKE_BUDGET) {
+			vdev_serve_again(&vs->dev, TX_QUEUE);
+			break;
+		}
 		if (!vsock_mux_takes_tx(&vs->mux)) {
 			vs->tx_stalled = true;
 			break;

@@ -35,6 +35,10 @@
  * guest's RESPONSE to a host connection, for its RST after a close, and for the host
  * to take the last bytes of a guest that closed. */
 #define VIRTIO_VSOCK_DEFAULT_TIMEOUT_MS 2000
+/* Guest packets one turn of the event thread takes from tx before the queue waits for
+ * its next turn, so that a guest keeping tx full cannot hold up its VM's other
+ * devices. */
+#define VIRTIO_VSOCK_TAKE_BUDGET 32
 
 struct virtio_vsock_options {
 	uint64_t guest_cid;   /* in [VIRTIO_VSOCK_MIN_GUEST_CID, VIRTIO_VSOCK_MAX_GUEST_CID] */

@@ -337,8 +337,14 @@ void notify_dev(struct vdev *dev)
 
 void wait_used(struct fixture *f, uint16_t n)
 {
-	for (int i = 0; i < 2000 && used(f)->idx != n; i++)
+	for (int i = 0; i < 2000 && used(f)->idx != n; i++) {
+		/* What the transport does when the device asks to be served again. */
+		if (f->transport.serve_again[BLK_QUEUE] > 0) {
+			f->transport.serve_again[BLK_QUEUE] = 0;
+			notify_dev(f->dev);
+		}
 		assert_true(event_loop_run_once(&f->loop, 10) >= 0);
+	}
 	assert_int_equal(used(f)->idx, n);
 }
 

@@ -134,7 +134,8 @@ struct virtio_blk_discard_write_zeroes range(uint64_t sector, uint32_t sectors, 
 /* The transport's queue notification: queue_notify(0) under dev->lock. */
 void notify_dev(struct vdev *dev);
 /* Runs the event loop until the used index reaches n (generous: tests may run under
- * emulation), then checks it went no further. */
+ * emulation), then checks it went no further. Notifies the queue again whenever the
+ * device asked the transport to serve it again. */
 void wait_used(struct fixture *f, uint16_t n);
 /* The driver kicks the queue and waits for n chains in all to come back. */
 void kick_and_wait(struct fixture *f, uint16_t n);

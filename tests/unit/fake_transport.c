@@ -20,10 +20,17 @@ static void fake_needs_reset(void *transport)
 	((struct fake_transport *)transport)->needs_reset++;
 }
 
+static void fake_serve_again(void *transport, uint16_t q)
+{
+	if (q < FAKE_TRANSPORT_QUEUES)
+		((struct fake_transport *)transport)->serve_again[q]++;
+}
+
 static const struct vdev_transport_ops fake_transport_ops = {
     .signal_used = fake_signal_used,
     .signal_config = fake_signal_config,
     .needs_reset = fake_needs_reset,
+    .serve_again = fake_serve_again,
 };
 
 void fake_transport_attach(struct vdev *dev, struct fake_transport *transport)

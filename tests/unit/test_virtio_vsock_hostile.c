@@ -1,7 +1,8 @@
 /* virtio-vsock against a hostile guest: every packet shape the spec does not allow is
  * dropped (when it has no address to answer) or answered with an RST that resets its
  * connection; broken queues ask for a reset; nothing reaches a host socket that should
- * not, and the device carries on serving well-formed traffic afterwards. */
+ * not, and the device carries on serving well-formed traffic afterwards. A guest that
+ * keeps tx full is served a turn's budget at a time. */
 #include "vsock_host.h"
 
 /* The device still works: a fresh guest connection to a listener gets its RESPONSE. */
@@ -168,6 +169,31 @@ static void rst_for_an_unknown_connection_gets_no_answer(void **state)
 	struct vsock_pkt rst = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_RST);
 
 	send_pkt(f, &rst, NULL, 0);
+	assert_no_pkt(f, 20);
+}
+
+static void a_turn_takes_at_most_the_budget_and_asks_to_be_served_again(void **state)
+{
+	struct vsock_fixture *f = *state;
+	const uint16_t offered = VIRTIO_VSOCK_TAKE_BUDGET + 8;
+	struct vsock_pkt rst = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_RST);
+
+	/* One-descriptor chains, each an RST for no connection: nothing is owed back. */
+	assert_true(offered <= QSIZE);
+	for (uint16_t i = 0; i < offered; i++) {
+		uint64_t addr = TX_BUF_BASE + i * 0x100ULL;
+		vsock_pkt_encode(&rst, guest(f, addr, VSOCK_HDR_SIZE));
+		*desc(f, TX_QUEUE, i) = (struct vring_desc){.addr = addr, .len = VSOCK_HDR_SIZE};
+		offer(f, TX_QUEUE, i);
+	}
+	notify(f, TX_QUEUE);
+	assert_int_equal(used_idx(f, TX_QUEUE), VIRTIO_VSOCK_TAKE_BUDGET);
+	assert_int_equal(f->transport.serve_again[TX_QUEUE], 1);
+
+	/* The transport serves the queue again: the rest goes. */
+	notify(f, TX_QUEUE);
+	assert_int_equal(used_idx(f, TX_QUEUE), offered);
+	assert_int_equal(f->transport.serve_again[TX_QUEUE], 1);
 	assert_no_pkt(f, 20);
 }
 
@@ -400,6 +426,7 @@ int main(void)
 	    TEST(data_after_shutdown_send_resets_the_connection),
 	    TEST(forged_fwd_cnt_gives_no_extra_credit),
 	    TEST(guest_taking_no_replies_stalls_tx_without_losing_them),
+	    TEST(a_turn_takes_at_most_the_budget_and_asks_to_be_served_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
