@@ -6,9 +6,10 @@
  * Two bounds keep one guest's disk from holding up the rest of its VM. A turn starts
  * at most VIRTIO_BLK_TAKE_BUDGET chains, then asks to be served again, so the VM's
  * other devices on the event thread get theirs. And requests in flight hold at most
- * VIRTIO_BLK_BUSY_BYTES_MAX bytes of chains: a pause, a snapshot or a reset, which wait
- * for every request in flight, wait for that much I/O at most. A chain over the bound
- * stays in the ring until completions make room.
+ * VIRTIO_BLK_BUSY_BYTES_MAX bytes (their chains, and the zeros a WRITE_ZEROES may have
+ * to write), give or take one request: a pause, a snapshot or a reset, which wait for
+ * every request in flight, wait for that much I/O at most. A chain over the bound stays
+ * in the ring until completions make room.
  *
  * Requests in flight are kept by chain head: the driver cannot offer a head the device
  * has not used yet (§2.7.13), so a head coming back while its request is busy is the
@@ -125,7 +126,8 @@ static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
 		blk_push(blk, req);
 		return;
 	}
-	req->charged_bytes = chain->readable_len + chain->writable_len;
+	req->charged_bytes =
+	    chain->readable_len + chain->writable_len + blk_request_zero_bytes(req);
 	blk->busy_bytes += req->charged_bytes;
 }
 
@@ -515,8 +517,8 @@ static void blk_fill_config(struct virtio_blk *blk)
 	config->max_discard_sectors = htole32(BLK_MAX_RANGE_SECTORS);
 	config->max_discard_seg = htole32(BLK_MAX_RANGES);
 	config->discard_sector_alignment = htole32(BLK_DISCARD_ALIGNMENT);
-	config->max_write_zeroes_sectors = htole32(BLK_MAX_RANGE_SECTORS);
-	config->max_write_zeroes_seg = htole32(BLK_MAX_RANGES);
+	config->max_write_zeroes_sectors = htole32(BLK_MAX_ZERO_SECTORS);
+	config->max_write_zeroes_seg = htole32(BLK_MAX_ZERO_RANGES);
 	/* Write zeroes with unmap punches a hole (on an overlay: writes zeros). */
 	config->write_zeroes_may_unmap = 1;
 }

@@ -287,10 +287,12 @@ static bool start_ranges(struct blk_disk *disk, struct blk_request *req,
 	bool discard = req->type == VIRTIO_BLK_T_DISCARD;
 	uint64_t len = chain->readable_len - BLK_HEADER_SIZE;
 	uint64_t count = len / BLK_RANGE_SIZE;
+	uint32_t max_sectors = discard ? BLK_MAX_RANGE_SECTORS : BLK_MAX_ZERO_SECTORS;
 
 	if (disk->read_only)
 		return answer(req, VIRTIO_BLK_S_IOERR);
-	if (len == 0 || len % BLK_RANGE_SIZE || count > BLK_MAX_RANGES)
+	if (len == 0 || len % BLK_RANGE_SIZE ||
+	    count > (discard ? BLK_MAX_RANGES : BLK_MAX_ZERO_RANGES))
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	for (unsigned i = 0; i < count; i++) {
 		struct virtio_blk_discard_write_zeroes range;
@@ -304,7 +306,7 @@ static bool start_ranges(struct blk_disk *disk, struct blk_request *req,
 		/* §5.2.6.2: unknown flags, and unmap on a discard, are unsupported. */
 		if ((flags & ~VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) || (discard && flags))
 			return answer(req, VIRTIO_BLK_S_UNSUPP);
-		if (sectors > BLK_MAX_RANGE_SECTORS || !in_capacity(disk, sector, sectors))
+		if (sectors > max_sectors || !in_capacity(disk, sector, sectors))
 			return answer(req, VIRTIO_BLK_S_IOERR);
 		/* Unmap lets the device deallocate, provided reads return zeroes. */
 		bool punch = discard || (flags & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
@@ -459,6 +461,16 @@ bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int re
 	if (req->type == VIRTIO_BLK_T_FLUSH)
 		return answer(req, res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
 	return range_done(disk, req, res);
+}
+
+uint64_t blk_request_zero_bytes(const struct blk_request *req)
+{
+	uint64_t bytes = 0;
+
+	if (req->type == VIRTIO_BLK_T_WRITE_ZEROES)
+		for (unsigned i = 0; i < req->range_count; i++)
+			bytes += req->range[i].len;
+	return bytes;
 }
 
 void blk_request_drop(struct blk_disk *disk, struct blk_request *req)

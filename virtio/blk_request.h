@@ -38,11 +38,15 @@
 _Static_assert(VIRTIO_BLK_REQUEST_MAX_BYTES / BLK_SIZE_MAX == BLK_SEG_MAX &&
 		   VIRTIO_BLK_REQUEST_MAX_BYTES % BLK_SIZE_MAX == 0,
 	       "the request bound is what the config space advertises");
-/* Ranges per DISCARD or WRITE_ZEROES request (config max_discard_seg and
- * max_write_zeroes_seg), and sectors per range (max_discard_sectors and
- * max_write_zeroes_sectors): 1 GiB. */
+/* Ranges per DISCARD request (config max_discard_seg) and sectors per range
+ * (max_discard_sectors): 1 GiB. A discard only punches holes, or is skipped. */
 #define BLK_MAX_RANGES 16
 #define BLK_MAX_RANGE_SECTORS (1u << 21)
+/* WRITE_ZEROES (max_write_zeroes_seg and max_write_zeroes_sectors): one range of up to
+ * a largest write's bytes, since where the file system cannot zero a range (tmpfs) or
+ * on an overlay, the zeros are written. Linux's driver sends one range a request. */
+#define BLK_MAX_ZERO_RANGES 1
+#define BLK_MAX_ZERO_SECTORS (VIRTIO_BLK_REQUEST_MAX_BYTES / BLK_SECTOR_SIZE)
 #define BLK_ZERO_PAGE_SIZE 4096
 /* O_DIRECT wants offsets, lengths and buffer addresses aligned to the logical block
  * size of the host's device: 512 bytes almost everywhere. A transfer the host still
@@ -123,6 +127,10 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
  * Returns true when the request is answered (status written, push req->head with
  * req->used_len), false when it queued more I/O. */
 bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res);
+
+/* The zeros a started WRITE_ZEROES may have to write (its ranges' bytes); 0 for any
+ * other request, whose data is its chain. */
+uint64_t blk_request_zero_bytes(const struct blk_request *req);
 
 /* Takes the completion of req's SQE during a reset: the request ends there, without an
  * answer and without more I/O. */

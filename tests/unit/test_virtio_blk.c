@@ -221,12 +221,15 @@ static void write_zeroes_with_unknown_flag_is_unsupported(void **state)
 static void write_zeroes_reads_back_zeros_with_and_without_unmap(void **state)
 {
 	struct fixture *f = *state;
-	struct virtio_blk_discard_write_zeroes ranges[] = {
-	    range(3, 5, 0), range(100, 20, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP)};
-	struct req r = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, ranges, 2);
+	struct virtio_blk_discard_write_zeroes zero = range(3, 5, 0);
+	struct virtio_blk_discard_write_zeroes unmap =
+	    range(100, 20, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+	struct req r = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &zero, 1);
+	struct req u = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &unmap, 1);
 
-	kick_and_wait(f, 1);
+	kick_and_wait(f, 2);
 	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, u), VIRTIO_BLK_S_OK);
 	assert_image_zeros(f, 3 * SECTOR, 5 * SECTOR);
 	assert_image_zeros(f, 100 * SECTOR, 20 * SECTOR);
 	assert_image_pattern(f, 2 * SECTOR, SECTOR);

@@ -1,8 +1,9 @@
 /* The bounds that keep one guest's disk from holding up the rest of its VM (blk.c): a
  * turn of the event thread starts at most VIRTIO_BLK_TAKE_BUDGET chains and asks to be
- * served again; one IN or OUT request carries at most seg_max * size_max bytes; and
- * requests in flight hold at most VIRTIO_BLK_BUSY_BYTES_MAX bytes, so a reset or a pause
- * waits for that much I/O and no more, and what waited in the ring goes afterwards. The test driver is blk_driver.h. */
+ * served again; an IN or OUT request carries at most seg_max * size_max bytes, and a
+ * WRITE_ZEROES one range of as many; requests in flight hold at most
+ * VIRTIO_BLK_BUSY_BYTES_MAX bytes, so a reset or a pause waits for that much I/O and no
+ * more, and what waited in the ring goes afterwards. The test driver is blk_driver.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,6 +108,28 @@ static void request_longer_than_the_bound_is_ioerr(void **state)
 	assert_true(untouched(f, past_bound));
 }
 
+static void write_zeroes_of_more_than_a_largest_write_is_ioerr(void **state)
+{
+	struct fixture *f = *state;
+
+	use_big_image(f);
+	assert_int_equal(CONFIG(f->dev, max_write_zeroes_seg), 1);
+	assert_int_equal(CONFIG(f->dev, max_write_zeroes_sectors) * SECTOR,
+			 VIRTIO_BLK_REQUEST_MAX_BYTES);
+	uint32_t most = VIRTIO_BLK_REQUEST_MAX_BYTES / SECTOR;
+	struct virtio_blk_discard_write_zeroes at_bound = range(0, most, 0);
+	struct virtio_blk_discard_write_zeroes past_bound = range(0, most + 1, 0);
+	struct virtio_blk_discard_write_zeroes two[] = {range(0, 8, 0), range(16, 8, 0)};
+	struct req ok = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &at_bound, 1);
+	struct req too_long = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &past_bound, 1);
+	struct req too_many = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, two, 2);
+
+	kick_and_wait(f, 3);
+	assert_int_equal(status_of(f, ok), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, too_long), VIRTIO_BLK_S_IOERR);
+	assert_int_equal(status_of(f, too_many), VIRTIO_BLK_S_IOERR);
+}
+
 #define BIG_REQUESTS 8
 /* Chain bytes of a largest read: header, data, status. */
 #define BIG_CHAIN_BYTES (16 + VIRTIO_BLK_REQUEST_MAX_BYTES + 1)
@@ -184,6 +207,7 @@ int main(void)
 	    TEST(a_turn_starts_at_most_the_budget_and_asks_to_be_served_again),
 	    TEST(config_bounds_a_request_to_seg_max_times_size_max),
 	    TEST(request_longer_than_the_bound_is_ioerr),
+	    TEST(write_zeroes_of_more_than_a_largest_write_is_ioerr),
 	    TEST(reset_waits_only_for_what_the_busy_bound_let_in),
 	    TEST(chains_left_for_room_go_once_requests_end),
 	    TEST(pause_answers_what_was_started_and_serves_the_rest_after),

@@ -386,16 +386,19 @@ static void write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothi
 {
 	struct world *w = *state;
 	struct fixture *f = w->f;
-	struct virtio_blk_discard_write_zeroes zeroes[] = {
-	    range(4 * SECTORS_PER_CLUSTER + 1, 3, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP),
-	    range(9 * SECTORS_PER_CLUSTER, 2 * SECTORS_PER_CLUSTER, 0)};
+	struct virtio_blk_discard_write_zeroes unmap =
+	    range(4 * SECTORS_PER_CLUSTER + 1, 3, VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP);
+	struct virtio_blk_discard_write_zeroes zero =
+	    range(9 * SECTORS_PER_CLUSTER, 2 * SECTORS_PER_CLUSTER, 0);
 	struct virtio_blk_discard_write_zeroes discard[] = {range(0, 16 * SECTORS_PER_CLUSTER, 0)};
 	uint8_t map[DISK_CLUSTERS];
 
 	disk_write(w, 9 * CLUSTER, 0x12, CLUSTER);
 	uint16_t done = used(f)->idx;
-	struct req z = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, zeroes, 2);
-	kick_and_wait(f, (uint16_t)(done + 1));
+	struct req u = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &unmap, 1);
+	struct req z = range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &zero, 1);
+	kick_and_wait(f, (uint16_t)(done + 2));
+	assert_int_equal(status_of(f, u), VIRTIO_BLK_S_OK);
 	assert_int_equal(status_of(f, z), VIRTIO_BLK_S_OK);
 	memset(w->model + 4 * CLUSTER + SECTOR, 0, 3 * SECTOR);
 	memset(w->model + 9 * CLUSTER, 0, 2 * CLUSTER);
