@@ -427,6 +427,42 @@ static char *download_target(const char *guest_src, const char *dst)
 	return strdup(dst);
 }
 
+/* The temporary file of the download in progress, for the handler below: the one piece
+ * of process-wide state of `mote cp`, which is a process of its own. */
+static const char *volatile cp_temp_path;
+
+/* SIGINT, SIGTERM or SIGHUP during a download: the temporary file goes, then the signal
+ * ends the process as it would have (unlink, sigaction and raise are async-signal-safe,
+ * POSIX.1-2017 §2.4.3). */
+static void cp_remove_temp_and_die(int sig)
+{
+	const char *path = cp_temp_path;
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+
+	if (path)
+		unlink(path);
+	sigaction(sig, &dfl, NULL);
+	raise(sig);
+}
+
+/* Installs (path) or removes (NULL) the handler that cleans up after a signal. A
+ * signal the process was started ignoring (a background job's SIGINT) stays ignored. */
+static void cp_guard_temp(const char *path)
+{
+	static const int signals[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction act = {.sa_handler = path ? cp_remove_temp_and_die : SIG_DFL};
+
+	sigemptyset(&act.sa_mask);
+	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		sigaddset(&act.sa_mask, signals[i]);
+	cp_temp_path = path;
+	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+		struct sigaction old;
+		if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(signals[i], &act, NULL);
+	}
+}
+
 static int cp_download(struct mote_agent *agent, const char *guest_src, const char *dst)
 {
 	uint32_t mode = 0;
@@ -442,9 +478,10 @@ static int cp_download(struct mote_agent *agent, const char *guest_src, const ch
 		fprintf(stderr, "mote cp: out of memory\n");
 		return CLI_CP_FAILED;
 	}
-	/* Into a temporary file next to the target, renamed once complete: a failed
-	 * copy leaves the old file (or none) in place. */
+	/* Into a temporary file next to the target, renamed once complete: a failed or
+	 * interrupted copy leaves the old file (or none) in place, and nothing else. */
 	int code = 0;
+	cp_guard_temp(tmp);
 	int fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0) {
 		fprintf(stderr, "mote cp: %s: %s\n", target, strerror(errno));
@@ -465,6 +502,7 @@ static int cp_download(struct mote_agent *agent, const char *guest_src, const ch
 		if (code)
 			unlink(tmp);
 	}
+	cp_guard_temp(NULL);
 	free(tmp);
 	free(target);
 	return code;

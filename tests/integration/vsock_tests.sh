@@ -194,7 +194,7 @@ test_a_vsock_socket_left_by_a_killed_mote_is_reused_and_a_served_one_refused() {
 	[ ! -e "$uds" ] || fail "the socket was not removed at exit"
 }
 
-test_a_50_mib_file_round_trips_through_the_agent_unchanged() {
+test_a_50_mib_file_round_trips_through_the_agent_and_an_interrupted_download_leaves_nothing() {
 	uds=$WORK/a2.sock
 	local size=52428800
 	"$MOTE_PATTERN" write "$WORK/a2.up" 0 $size 61 >/dev/null || fail "cannot write the file"
@@ -204,10 +204,28 @@ test_a_50_mib_file_round_trips_through_the_agent_unchanged() {
 	local up=$?
 	timeout 300 "$MOTE_BIN" cp --vsock "$uds" guest:/tmp/big "$WORK/a2.down" >"$WORK/a2.cp2" 2>&1
 	local down=$?
+	# A download ended by a signal leaves neither the target nor its temporary file
+	# (SIGTERM: a background job ignores SIGINT). 8 GiB of a sparse guest file take far
+	# longer than the wait for the first bytes.
+	agent_exec a2-huge truncate -s 8G /tmp/huge
+	"$MOTE_BIN" cp --vsock "$uds" guest:/tmp/huge "$WORK/a2.huge" >"$WORK/a2.cp3" 2>&1 &
+	local cp_pid=$! partial="" i
+	for i in $(seq 1 600); do
+		partial=$(find "$WORK" -maxdepth 1 -name 'a2.huge.mote-*' -size +0)
+		[ -n "$partial" ] && break
+		sleep 0.1
+	done
+	kill -TERM $cp_pid
+	wait $cp_pid
+	local interrupted=$?
 	agent_vm_stop a2
 	expect_status 0
 	[ $up -eq 0 ] || fail "upload failed: $(cat "$WORK/a2.cp1")"
 	[ $down -eq 0 ] || fail "download failed: $(cat "$WORK/a2.cp2")"
+	[ -n "$partial" ] || fail "the huge download never started: $(cat "$WORK/a2.cp3")"
+	[ $interrupted -eq 143 ] || fail "the interrupted cp exited $interrupted, expected 143"
+	[ -z "$(find "$WORK" -maxdepth 1 -name 'a2.huge*')" ] ||
+		fail "the interrupted download left $(find "$WORK" -maxdepth 1 -name 'a2.huge*')"
 	"$MOTE_PATTERN" verify "$WORK/a2.down" 0 $size 61 >"$WORK/a2.verify" 2>&1 ||
 		fail "the file came back changed: $(cat "$WORK/a2.verify")"
 	[ "$(stat -c %s "$WORK/a2.down")" -eq $size ] || fail "the file came back with another size"
