@@ -5,11 +5,11 @@
  *
  * Two bounds keep one guest's disk from holding up the rest of its VM. A turn starts
  * at most VIRTIO_BLK_TAKE_BUDGET chains, then asks to be served again, so the VM's
- * other devices on the event thread get theirs. And requests in flight hold at most
- * VIRTIO_BLK_BUSY_BYTES_MAX bytes (their chains, and the zeros a WRITE_ZEROES may have
- * to write), give or take one request: a pause, a snapshot or a reset, which wait for
- * every request in flight, wait for that much I/O at most. A chain over the bound stays
- * in the ring until completions make room.
+ * other devices on the event thread get theirs. And no request starts while those in
+ * flight hold VIRTIO_BLK_BUSY_BYTES_MAX bytes (their chains, and the zeros a
+ * WRITE_ZEROES may have to write): a pause, a snapshot or a reset, which wait for every
+ * request in flight, wait for that much I/O and one request at most. The chains wait in
+ * the ring until completions make room.
  *
  * Requests in flight are kept by chain head: the driver cannot offer a head the device
  * has not used yet (§2.7.13), so a head coming back while its request is busy is the
@@ -108,11 +108,13 @@ static void blk_break(struct virtio_blk *blk, const char *what)
 	vdev_needs_reset(&blk->dev);
 }
 
-/* Whether requests in flight leave room for a chain of bytes more. A chain alone is
- * always started: the largest request a driver may send fits in the bound. */
-static bool blk_has_room(const struct virtio_blk *blk, uint64_t bytes)
+/* Whether a request more may start: while requests in flight are charged less than the
+ * bound. Each is charged at least the data it moves (its chain, and the zeros a
+ * WRITE_ZEROES may write), and a request moves at most VIRTIO_BLK_REQUEST_MAX_BYTES, so
+ * the I/O in flight stays under the bound plus one request. */
+static bool blk_has_room(const struct virtio_blk *blk)
 {
-	return blk->busy_bytes == 0 || bytes <= VIRTIO_BLK_BUSY_BYTES_MAX - blk->busy_bytes;
+	return blk->busy_bytes < VIRTIO_BLK_BUSY_BYTES_MAX;
 }
 
 static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
@@ -145,6 +147,11 @@ static void blk_take_chains(struct virtio_blk *blk)
 			vdev_serve_again(&blk->dev, 0);
 			return;
 		}
+		if (!blk_has_room(blk)) {
+			/* The chains wait in the ring until a request in flight ends. */
+			blk->room_wanted = true;
+			return;
+		}
 		int got = virtq_pop(vq, &blk->chain);
 		if (got < 0) {
 			blk_break(blk, "broken descriptor chain");
@@ -158,12 +165,6 @@ static void blk_take_chains(struct virtio_blk *blk)
 			continue;
 		}
 		rearmed = false;
-		if (!blk_has_room(blk, blk->chain.readable_len + blk->chain.writable_len)) {
-			/* Back to the ring, untouched, until a request in flight ends. */
-			(void)virtq_unpop(vq, 1);
-			blk->room_wanted = true;
-			return;
-		}
 		blk_start(blk, &blk->chain);
 	}
 }

@@ -80,14 +80,14 @@ static void unpop(struct virtio_vsock *vs, uint16_t q)
 }
 
 /* Takes the guest packets offered on tx (§5.10.6.1: even when rx is full, while the
- * replies have room to wait), VIRTIO_VSOCK_TAKE_BUDGET in one turn: a guest that keeps
- * the ring full gets served again after the VM's other devices. */
-static void take_tx(struct virtio_vsock *vs)
+ * replies have room to wait), as many as *budget allows, which counts them down: once
+ * the turn's budget is spent, the queue is served again after the VM's other devices. */
+static void take_tx(struct virtio_vsock *vs, unsigned *budget)
 {
 	uint16_t old_used_idx = queue(vs, TX_QUEUE)->used_idx;
 
-	for (unsigned taken = 0; !vs->broken; taken++) {
-		if (taken == VIRTIO_VSOCK_TAKE_BUDGET) {
+	while (!vs->broken) {
+		if (*budget == 0) {
 			vdev_serve_again(&vs->dev, TX_QUEUE);
 			break;
 		}
@@ -99,6 +99,7 @@ static void take_tx(struct virtio_vsock *vs)
 			break;
 		vsock_mux_from_guest(&vs->mux, &vs->chain);
 		push(vs, TX_QUEUE, 0);
+		--*budget;
 	}
 	if (queue(vs, TX_QUEUE)->used_idx != old_used_idx)
 		vdev_notify_used(&vs->dev, TX_QUEUE, old_used_idx);
@@ -144,12 +145,14 @@ static void fill_rx(struct virtio_vsock *vs)
  * rx took some. */
 static void run_queues(struct virtio_vsock *vs, bool tx)
 {
+	unsigned budget = VIRTIO_VSOCK_TAKE_BUDGET; /* tx packets, for the whole turn */
+
 	if (tx)
-		take_tx(vs);
+		take_tx(vs, &budget);
 	fill_rx(vs);
 	while (!vs->broken && vs->tx_stalled && vsock_mux_takes_tx(&vs->mux)) {
 		vs->tx_stalled = false;
-		take_tx(vs);
+		take_tx(vs, &budget);
 		fill_rx(vs);
 	}
 }

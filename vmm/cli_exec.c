@@ -445,22 +445,47 @@ static void cp_remove_temp_and_die(int sig)
 	raise(sig);
 }
 
+/* The signals that end a download (and its temporary file). */
+static const int cp_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define CP_SIGNAL_COUNT (sizeof(cp_signals) / sizeof(cp_signals[0]))
+
+static sigset_t cp_signal_set(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	for (size_t i = 0; i < CP_SIGNAL_COUNT; i++)
+		sigaddset(&set, cp_signals[i]);
+	return set;
+}
+
 /* Installs (path) or removes (NULL) the handler that cleans up after a signal. A
  * signal the process was started ignoring (a background job's SIGINT) stays ignored. */
 static void cp_guard_temp(const char *path)
 {
-	static const int signals[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction act = {.sa_handler = path ? cp_remove_temp_and_die : SIG_DFL};
+	struct sigaction act = {.sa_handler = path ? cp_remove_temp_and_die : SIG_DFL,
+				.sa_mask = cp_signal_set()};
 
-	sigemptyset(&act.sa_mask);
-	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
-		sigaddset(&act.sa_mask, signals[i]);
 	cp_temp_path = path;
-	for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+	for (size_t i = 0; i < CP_SIGNAL_COUNT; i++) {
 		struct sigaction old;
-		if (sigaction(signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
-			sigaction(signals[i], &act, NULL);
+		if (sigaction(cp_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(cp_signals[i], &act, NULL);
 	}
+}
+
+/* mkostemp() of the template tmp, guarded by the handler once it exists: the signals
+ * wait meanwhile, so the handler never sees the template half rewritten. */
+static int cp_create_temp(char *tmp)
+{
+	sigset_t signals = cp_signal_set(), old_mask;
+
+	sigprocmask(SIG_BLOCK, &signals, &old_mask);
+	int fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd >= 0)
+		cp_guard_temp(tmp);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	return fd;
 }
 
 static int cp_download(struct mote_agent *agent, const char *guest_src, const char *dst)
@@ -481,8 +506,7 @@ static int cp_download(struct mote_agent *agent, const char *guest_src, const ch
 	/* Into a temporary file next to the target, renamed once complete: a failed or
 	 * interrupted copy leaves the old file (or none) in place, and nothing else. */
 	int code = 0;
-	cp_guard_temp(tmp);
-	int fd = mkostemp(tmp, O_CLOEXEC);
+	int fd = cp_create_temp(tmp);
 	if (fd < 0) {
 		fprintf(stderr, "mote cp: %s: %s\n", target, strerror(errno));
 		code = CLI_CP_FAILED;

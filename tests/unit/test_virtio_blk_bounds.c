@@ -133,12 +133,14 @@ static void write_zeroes_of_more_than_a_largest_write_is_ioerr(void **state)
 #define BIG_REQUESTS 8
 /* Chain bytes of a largest read: header, data, status. */
 #define BIG_CHAIN_BYTES (16 + VIRTIO_BLK_REQUEST_MAX_BYTES + 1)
+/* How many start: requests start while those in flight hold less than the bound. */
+#define ADMITTED ((unsigned)((VIRTIO_BLK_BUSY_BYTES_MAX + BIG_CHAIN_BYTES - 1) / BIG_CHAIN_BYTES))
 
 static void reset_waits_only_for_what_the_busy_bound_let_in(void **state)
 {
 	struct fixture *f = *state;
 	struct req r[BIG_REQUESTS];
-	const unsigned admitted = (unsigned)(VIRTIO_BLK_BUSY_BYTES_MAX / BIG_CHAIN_BYTES);
+	const unsigned admitted = ADMITTED;
 
 	assert_true(admitted > 0 && admitted < BIG_REQUESTS);
 	use_big_image(f);
@@ -155,6 +157,33 @@ static void reset_waits_only_for_what_the_busy_bound_let_in(void **state)
 	for (unsigned i = 0; i < BIG_REQUESTS; i++)
 		assert_int_equal(untouched(f, r[i]), i >= admitted);
 	assert_int_equal(used(f)->idx, 0);
+}
+
+static void write_zeroes_count_the_zeros_they_may_write_in_the_bytes_in_flight(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t most = VIRTIO_BLK_REQUEST_MAX_BYTES / SECTOR;
+	/* Each is charged its range, so this many fill the bound. */
+	const unsigned zeroing =
+	    (unsigned)((VIRTIO_BLK_BUSY_BYTES_MAX + VIRTIO_BLK_REQUEST_MAX_BYTES - 1) /
+		       VIRTIO_BLK_REQUEST_MAX_BYTES);
+	struct virtio_blk_discard_write_zeroes whole = range(0, most, 0);
+	struct req reads[2];
+
+	use_big_image(f);
+	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
+	for (unsigned i = 0; i < zeroing; i++)
+		range_request(f, VIRTIO_BLK_T_WRITE_ZEROES, &whole, 1);
+	for (int i = 0; i < 2; i++)
+		reads[i] = big_read(f, scratch, SECTOR * 16);
+	notify_dev(f->dev);
+	pthread_mutex_lock(&f->dev->lock);
+	f->dev->ops->reset(f->dev);
+	pthread_mutex_unlock(&f->dev->lock);
+
+	/* Small as their chains are, the reads waited behind the zeroing. */
+	for (int i = 0; i < 2; i++)
+		assert_true(untouched(f, reads[i]));
 }
 
 static void chains_left_for_room_go_once_requests_end(void **state)
@@ -177,7 +206,7 @@ static void pause_answers_what_was_started_and_serves_the_rest_after(void **stat
 {
 	struct fixture *f = *state;
 	struct req r[BIG_REQUESTS];
-	const unsigned admitted = (unsigned)(VIRTIO_BLK_BUSY_BYTES_MAX / BIG_CHAIN_BYTES);
+	const unsigned admitted = ADMITTED;
 
 	use_big_image(f);
 	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
@@ -209,6 +238,7 @@ int main(void)
 	    TEST(request_longer_than_the_bound_is_ioerr),
 	    TEST(write_zeroes_of_more_than_a_largest_write_is_ioerr),
 	    TEST(reset_waits_only_for_what_the_busy_bound_let_in),
+	    TEST(write_zeroes_count_the_zeros_they_may_write_in_the_bytes_in_flight),
 	    TEST(chains_left_for_room_go_once_requests_end),
 	    TEST(pause_answers_what_was_started_and_serves_the_rest_after),
 	};
