@@ -5,15 +5,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int file_open_read(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -errno;
+	/* A regular file ignores O_NONBLOCK, but io_uring and others need not. */
+	int flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
 int file_image_open(const char *path, struct file_image *image)
 {
 	struct stat st;
 	int ret = 0;
 
 	image->size = 0;
-	image->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (image->fd < 0)
-		return -errno;
+	image->fd = file_open_read(path);
+	if (image->fd < 0) {
+		ret = image->fd;
+		image->fd = -1;
+		return ret;
+	}
 	if (fstat(image->fd, &st) < 0)
 		ret = -errno;
 	else if (!S_ISREG(st.st_mode))

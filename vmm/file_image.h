@@ -15,6 +15,12 @@ struct file_image {
 	size_t size;
 };
 
+/* Opens path to read, close-on-exec, the way every file named by a user or a state file
+ * is opened: without waiting, so that a FIFO with no writer (or a device that blocks in
+ * open) cannot hang the caller before it checks what the file is. The fd (blocking
+ * again for reads), or a negative errno. */
+int file_open_read(const char *path);
+
 /* Opens path. -ENOENT/-EACCES as open() says, -EISDIR for a non-regular file,
  * -ENOEXEC for an empty one, -EFBIG beyond FILE_IMAGE_MAX. */
 int file_image_open(const char *path, struct file_image *image);

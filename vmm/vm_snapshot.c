@@ -6,6 +6,7 @@
  * devices, and the vCPUs, as Firecracker does. */
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_image.h"
 #include "snapshot_memory.h"
 #include "vm.h"
 #include "vm_devices.h"
@@ -244,6 +246,68 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	return ret;
 }
 
+/* The file path names, existing or not: its directory resolved, and its name; NULL when
+ * the directory cannot be resolved (then the write fails anyway) or out of memory. */
+static char *vm_file_identity(const char *path)
+{
+	char *dir_copy = strdup(path), *name_copy = strdup(path), *identity = NULL;
+
+	if (dir_copy && name_copy) {
+		char *dir = realpath(dirname(dir_copy), NULL);
+		if (dir && asprintf(&identity, "%s/%s", dir, basename(name_copy)) < 0)
+			identity = NULL;
+		free(dir);
+	}
+	free(dir_copy);
+	free(name_copy);
+	return identity;
+}
+
+/* Whether a and b name one file: the same inode when both exist, else the same resolved
+ * directory and name (a file about to be created). */
+static bool vm_same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+
+	if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+		return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+	char *ia = vm_file_identity(a), *ib = vm_file_identity(b);
+	bool same = ia && ib && strcmp(ia, ib) == 0;
+	free(ia);
+	free(ib);
+	return same || strcmp(a, b) == 0;
+}
+
+/* A snapshot's two files must be two, and neither may be a file of the VM's disks (an
+ * image, an overlay, a frozen layer): writing there would destroy it. */
+static int vm_check_snapshot_targets(struct mote_vm *vm, const struct mote_snapshot_params *params)
+{
+	if (vm_same_file(params->state_path, params->mem_path)) {
+		log_error(&vm->log, "snapshot: %s is named as both the state and the memory file",
+			  params->state_path);
+		return -EINVAL;
+	}
+	for (unsigned d = 0; d < vm->setup.disk_count; d++) {
+		const struct vm_setup_disk *disk = &vm->setup.disks[d];
+		const char *files[2 + VM_SETUP_MAX_LAYERS] = {disk->path, disk->overlay};
+		for (unsigned l = 0; l < disk->layer_count; l++)
+			files[2 + l] = disk->layers[l];
+		for (unsigned f = 0; f < 2 + disk->layer_count; f++) {
+			const char *targets[] = {params->state_path, params->mem_path};
+			for (unsigned t = 0; files[f] && t < 2; t++) {
+				if (!vm_same_file(targets[t], files[f]))
+					continue;
+				log_error(&vm->log,
+					  "snapshot: %s is a file of the VM's disk %s; writing "
+					  "the snapshot there would destroy it",
+					  targets[t], disk->path);
+				return -EINVAL;
+			}
+		}
+	}
+	return 0;
+}
+
 int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params)
 {
 	if (!params || !params->state_path || !params->state_path[0] || !params->mem_path ||
@@ -251,6 +315,9 @@ int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *para
 		log_error(&vm->log, "snapshot: a state file and a memory file are required");
 		return -EINVAL;
 	}
+	int checked = vm_check_snapshot_targets(vm, params);
+	if (checked)
+		return checked;
 	pthread_mutex_lock(&vm->pause_lock);
 	int ret = vm_snapshot_locked(vm, params);
 	pthread_mutex_unlock(&vm->pause_lock);
@@ -272,13 +339,12 @@ static int vm_read_state_file(const char *path, uint8_t **data, size_t *len,
 			      const struct mote_log *log)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = file_open_read(path);
 
 	*data = NULL;
 	if (fd < 0) {
-		int err = -errno;
-		log_error(log, "state file %s: %s", path, strerror(errno));
-		return err;
+		log_error(log, "state file %s: %s", path, strerror(-fd));
+		return fd;
 	}
 	int ret = 0;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -366,9 +432,9 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 
 	for (unsigned i = 0; i < config->mem_diff_count && !ret; i++) {
 		const char *path = config->mem_diff_paths[i];
-		int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		int fd = path ? file_open_read(path) : -EINVAL;
 		if (fd < 0) {
-			ret = path ? -errno : -EINVAL;
+			ret = fd;
 			log_error(&vm->log, "diff memory file %s: %s", path ? path : "(none)",
 				  strerror(-ret));
 			break;
@@ -449,9 +515,9 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	if (!ret)
 		ret = vm_check_config(&vm_config, &log);
 	int mem_fd = -1;
-	if (!ret && (mem_fd = open(config->mem_path, O_RDONLY | O_CLOEXEC)) < 0) {
-		ret = -errno;
-		log_error(&log, "memory file %s: %s", config->mem_path, strerror(errno));
+	if (!ret && (mem_fd = file_open_read(config->mem_path)) < 0) {
+		ret = mem_fd;
+		log_error(&log, "memory file %s: %s", config->mem_path, strerror(-ret));
 	}
 	struct stat mem_st;
 	if (!ret && (fstat(mem_fd, &mem_st) < 0 || !S_ISREG(mem_st.st_mode) ||

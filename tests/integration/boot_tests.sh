@@ -98,6 +98,17 @@ test_empty_kernel_is_a_clear_error() {
 	expect_in "$err" "empty"
 }
 
+# A FIFO no one writes, as kernel or initrd, is refused at once rather than waited on.
+test_a_fifo_as_kernel_or_initrd_is_a_clear_error() {
+	mkfifo "$WORK/t10-fifo"
+	mote_run t10-kernel run --kernel "$WORK/t10-fifo"
+	expect_status 4
+	expect_in "$err" "t10-fifo"
+	mote_run t10-initrd run --kernel "$VMLINUX" --initrd "$WORK/t10-fifo"
+	expect_status 4
+	expect_in "$err" "t10-fifo"
+}
+
 test_garbage_and_truncated_kernels_are_clear_errors() {
 	head -c 1048576 /dev/urandom >"$WORK/garbage"
 	head -c 300000 "$VMLINUX" >"$WORK/truncated-vmlinux"

@@ -341,22 +341,41 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	mote_run s4-missing restore --snapshot "$WORK/none.state" --mem "$WORK/s4.mem"
 	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a missing state file: exit status $status"
 	expect_in "$err" "none.state"
+	# A FIFO no one writes is refused at once, not waited on.
+	mkfifo "$WORK/s4-fifo"
+	rm -f "$uds"
+	mote_run s4-fifo-state restore --snapshot "$WORK/s4-fifo" --mem "$WORK/s4.mem"
+	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a FIFO as state file: exit status $status"
+	expect_in "$err" "s4-fifo"
+	rm -f "$uds"
+	mote_run s4-fifo-mem restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-fifo"
+	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a FIFO as memory file: exit status $status"
+	expect_in "$err" "s4-fifo"
 }
 
-# A snapshot that cannot be written (a full file system, a read-only one) is an error
-# the user sees, and the VM goes on.
-test_a_snapshot_to_a_full_or_read_only_place_fails_and_the_vm_goes_on() {
+# A snapshot that cannot be written (a full file system, a read-only one) or must not be
+# (one path for both files, the VM's own disk image) is an error the user sees, and the
+# VM goes on.
+test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	local api=$WORK/s5.api uds=$WORK/s5.sock small=$WORK/s5-small ro=$WORK/s5-ro
 	mkdir -p "$small" "$ro"
 	mount -t tmpfs -o size=1m tmpfs "$small" || fail "cannot mount a small tmpfs"
 	mount -t tmpfs -o ro tmpfs "$ro" || fail "cannot mount a read-only tmpfs"
-	snap_vm_start s5 "$api" "$uds" "" --initrd "$MOTE_INITRD"
+	"$MOTE_PATTERN" write "$WORK/s5.disk" 0 1048576 5 >/dev/null || fail "cannot write the disk"
+	snap_vm_start s5 "$api" "$uds" "" --initrd "$MOTE_INITRD" --disk "path=$WORK/s5.disk"
 	snap_exec "$uds" s5-ready sh -c 'dd if=/dev/urandom of=/tmp/fill bs=1M count=4 2>/dev/null'
 	snap_ctl s5-p pause --api-sock "$api"
 	snap_ctl s5-full snapshot --api-sock "$api" --state "$small/s.state" --mem "$small/s.mem"
 	local full_status=$ctl_status
 	snap_ctl s5-ro snapshot --api-sock "$api" --state "$ro/s.state" --mem "$ro/s.mem"
 	local ro_status=$ctl_status
+	# One path for both files, or the VM's own disk image as a target: refused, and
+	# what was there is left as it was.
+	echo keep >"$WORK/s5.both"
+	snap_ctl s5-both snapshot --api-sock "$api" --state "$WORK/s5.both" --mem "$WORK/./s5.both"
+	local both_status=$ctl_status
+	snap_ctl s5-disk snapshot --api-sock "$api" --state "$WORK/s5.state" --mem "$WORK/s5.disk"
+	local disk_status=$ctl_status
 	snap_ctl s5-r resume --api-sock "$api"
 	snap_exec "$uds" s5-after echo still-here
 	local after=$status
@@ -367,6 +386,15 @@ test_a_snapshot_to_a_full_or_read_only_place_fails_and_the_vm_goes_on() {
 	grep -qi "space" "$WORK/s5-full.ctl" || fail "no word of the full disk: $(cat "$WORK/s5-full.ctl")"
 	[ $ro_status -ne 0 ] || fail "a snapshot to a read-only file system succeeded"
 	grep -qi "read-only" "$WORK/s5-ro.ctl" || fail "no word of the read-only place: $(cat "$WORK/s5-ro.ctl")"
+	[ $both_status -ne 0 ] || fail "a snapshot with one file for both succeeded"
+	grep -q "both the state and the memory file" "$WORK/s5-both.ctl" ||
+		fail "no word of the shared path: $(cat "$WORK/s5-both.ctl")"
+	[ "$(cat "$WORK/s5.both")" = keep ] || fail "the refused snapshot changed the file there"
+	[ $disk_status -ne 0 ] || fail "a snapshot onto the VM's disk image succeeded"
+	grep -q "file of the VM's disk" "$WORK/s5-disk.ctl" ||
+		fail "no word of the disk image: $(cat "$WORK/s5-disk.ctl")"
+	"$MOTE_PATTERN" verify "$WORK/s5.disk" 0 1048576 5 >/dev/null ||
+		fail "the refused snapshot changed the disk image"
 	[ $after -eq 0 ] && [ "$(cat "$WORK/s5-after.stdout")" = still-here ] ||
 		fail "the VM did not go on after the failed snapshots"
 }
