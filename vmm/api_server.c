@@ -173,11 +173,14 @@ static void *api_server_thread(void *arg)
 		}
 		if (fds[0].revents)
 			break;
+		/* Idle is judged at poll's return: a connection that sent something while an
+		 * earlier one's command ran is not idle, though poll has not said so yet. */
+		int64_t polled = vm_now_ns();
 		/* Backwards, so that the one moved into a closed one's slot was served. */
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
 			if (api_connection_serve(connection, fds[2 + i].revents) ||
-			    vm_now_ns() - connection->active_ns >= idle_timeout)
+			    polled - connection->active_ns >= idle_timeout)
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
