@@ -410,6 +410,11 @@ int serial_load(struct serial *s, struct snap_reader *r)
 	snap_get_bytes(r, line, line_len);
 	if (r->error)
 		return -EINVAL;
+	/* What serial_track_line() keeps: printable ASCII only, since the line may end up
+	 * in mote's own messages. */
+	for (uint16_t i = 0; i < line_len; i++)
+		if ((unsigned char)line[i] < 0x20 || (unsigned char)line[i] >= 0x7f)
+			return snap_fail(r, "serial: an output line holds a control byte");
 	/* The bits serial_write() keeps. */
 	if ((ier & ~0x0f) || (mcr & ~0x1f) || (fcr & ~0xc9))
 		return snap_fail(r, "serial: a register holds bits the UART does not have");

@@ -348,6 +348,10 @@ static int blk_load(struct vdev *dev, struct snap_reader *r)
 
 	blk->broken = snap_get_bool(r);
 	uint64_t capacity = snap_get_u64(r);
+	/* Nothing was in flight (blk_save): every chain taken was used. Others would wait
+	 * for an answer that never comes. */
+	if (!r->error && blk_queue(blk)->last_avail_idx != blk_queue(blk)->used_idx)
+		return snap_fail(r, "virtio-blk: requests in flight in a snapshot");
 	/* The guest keeps the capacity it read at boot: a disk of another size (a replaced
 	 * image, an override naming another one) would fail its requests past the end or
 	 * show it blocks it never wrote. */

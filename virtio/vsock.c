@@ -298,6 +298,10 @@ static int vsock_load(struct vdev *dev, struct snap_reader *r)
 
 	vs->broken = snap_get_bool(r);
 	vs->event_pending = snap_get_bool(r);
+	/* The device holds no chain between turns: every one taken was used. */
+	for (uint16_t q = 0; q < dev->queue_count && !r->error; q++)
+		if (queue(vs, q)->last_avail_idx != queue(vs, q)->used_idx)
+			return snap_fail(r, "virtio-vsock: a chain taken and never used");
 	return r->error;
 }
 

@@ -563,10 +563,14 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 	vm->exit_at_boot = config->exit_at_boot;
 	if (!ret)
 		ret = kvm_open(&vm->kvm, &vm->log);
-	if (!ret && mem_fd >= 0)
+	if (!ret && mem_fd >= 0) {
 		ret = guest_memory_create_from_file(&vm->mem, config->mem_bytes, mem_fd, &vm->log);
-	else if (!ret)
+		mem_fd = -1; /* the guest memory's now, even when that failed */
+	} else if (!ret) {
 		ret = guest_memory_create(&vm->mem, config->mem_bytes, &vm->log);
+	}
+	if (mem_fd >= 0)
+		close(mem_fd); /* an earlier step failed: it is still ours to close */
 	if (!ret && vm->track_dirty)
 		ret = vm_track_dirty(vm);
 	if (!ret)

@@ -236,6 +236,30 @@ static void disk_loaded_onto_an_image_of_another_size_is_refused(void **state)
 	virtio_mmio_destroy(&after);
 }
 
+/* A state in which the device took a chain and never used it cannot come from a
+ * monitor (nothing is in flight at a save): refused, or its request would wait forever. */
+static void disk_state_with_a_chain_taken_and_not_used_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct virtio_mmio before, after;
+	struct snap_writer w;
+
+	detach(f);
+	open_mmio_disk(f, &before);
+	driver_bring_up(&before);
+	virtio_mmio_quiesce(&before);
+	f->dev->queues[0].last_avail_idx++; /* as if a request had been taken */
+	snap_writer_init(&w);
+	assert_int_equal(virtio_mmio_save(&before, &w), 0);
+	detach_mmio_disk(f, &before);
+
+	open_mmio_disk(f, &after);
+	assert_int_equal(load_section(&after, w.buf, w.len), -EINVAL);
+	assert_int_equal(rd(&after, VIRTIO_MMIO_STATUS), 0);
+	snap_writer_free(&w);
+	virtio_mmio_destroy(&after);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, blk_driver_setup, blk_driver_teardown)
 
 int main(void)
@@ -246,6 +270,7 @@ int main(void)
 	    TEST(save_refuses_a_disk_with_requests_in_flight),
 	    TEST(disk_loaded_into_a_fresh_device_goes_on_serving_requests),
 	    TEST(disk_loaded_onto_an_image_of_another_size_is_refused),
+	    TEST(disk_state_with_a_chain_taken_and_not_used_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

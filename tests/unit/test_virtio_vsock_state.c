@@ -170,6 +170,24 @@ static void saved_state_with_a_value_out_of_range_is_refused(void **state)
 	snap_writer_free(&w);
 }
 
+/* The device holds no chain between turns: queues loaded with one taken and never used
+ * cannot come from a monitor, and are refused. */
+static void saved_state_over_a_chain_taken_and_not_used_is_refused(void **state)
+{
+	struct vsock_fixture *f = *state;
+	struct snap_writer w;
+
+	snap_writer_init(&w);
+	assert_int_equal(save(f->dev, &w), 0);
+	assert_int_equal(load(f->dev, w.buf, w.len), 0);
+	for (uint16_t q = 0; q < f->dev->queue_count; q++) {
+		f->dev->queues[q].last_avail_idx++;
+		assert_int_equal(load(f->dev, w.buf, w.len), -EINVAL);
+		f->dev->queues[q].last_avail_idx--;
+	}
+	snap_writer_free(&w);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, vsock_setup, vsock_teardown)
 
 int main(void)
@@ -180,6 +198,7 @@ int main(void)
 	    TEST(restored_device_the_driver_never_started_sends_nothing),
 	    TEST(saved_device_loads_into_a_fresh_one_that_resets_the_guest),
 	    TEST(saved_state_with_a_value_out_of_range_is_refused),
+	    TEST(saved_state_over_a_chain_taken_and_not_used_is_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
