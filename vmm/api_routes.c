@@ -8,6 +8,7 @@
 
 #include "api_requests.h"
 #include "api_server.h"
+#include "json_text.h"
 
 enum api_method {
 	API_GET = 1,
@@ -326,8 +327,9 @@ void api_handle(struct vm_controller *c, const char *method, const char *path, c
 		api_reply_fault(reply, 400, "a JSON body is required");
 		return;
 	}
-	if (memchr(body, '\0', len)) {
-		api_reply_fault(reply, 400, "malformed JSON: the body holds a NUL byte");
+	if (json_text_holds_nul(body, len)) {
+		api_reply_fault(reply, 400,
+				"malformed JSON: the body holds a NUL byte or a \\u0000 escape");
 		return;
 	}
 	/* cJSON wants the text NUL-terminated to refuse anything after the value. */

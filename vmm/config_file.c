@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_text.h"
+
 #define CONFIG_FILE_MAX (1 << 20)
 
 /* Every config error starts with "config: " (the format must be a string literal). */
@@ -245,11 +247,14 @@ static int apply_vsock(struct cli_options *opts, const cJSON *vsock, char *error
 int config_file_apply(struct cli_options *opts, const char *text, char *error, size_t error_len)
 {
 	const char *end = NULL;
-	/* The parse end, not cJSON_GetErrorPtr(): that one is process-global state. */
-	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
 	const cJSON *item;
 	int ret = 0;
 
+	if (json_text_holds_nul(text, strlen(text)))
+		return config_error(error, error_len,
+				    "a string holds the escape \\u0000, which no path or name may");
+	/* The parse end, not cJSON_GetErrorPtr(): that one is process-global state. */
+	cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
 	if (!root)
 		return config_error(error, error_len, "not valid JSON at byte %td",
 				    end ? end - text : (ptrdiff_t)0);

@@ -339,6 +339,14 @@ static void malformed_json_is_400_and_the_server_keeps_answering(void **state)
 		assert_still_answers(f);
 	}
 	assert_refused(f, 400, "PUT", "/machine-config", NULL, "body");
+	/* cJSON would cut the string at the NUL: /img would be taken for /img\0junk. */
+	assert_refused(f, 400, "PUT", "/boot-source",
+		       "{\"kernel_image_path\": \"/img\\u0000junk\"}", "u0000");
+	/* An escaped backslash before u0000 is no NUL: a path like any other. */
+	char fault[512];
+	assert_int_equal(
+	    call(f, "PUT", "/boot-source", "{\"kernel_image_path\": \"/no\\\\u0000\"}", fault),
+	    204);
 }
 
 static void wrong_types_are_400(void **state)

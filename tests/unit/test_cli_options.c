@@ -204,6 +204,8 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	    "{\"drives\": [{\"path_on_host\": \"/a\", \"drive_id\": "
 	    "\"an-id-longer-than-twenty\"}]}",
 	    "{\"boot-source\": \"vmlinux\"}",
+	    /* cJSON would cut the path at the NUL and boot /k. */
+	    "{\"boot-source\": {\"kernel_image_path\": \"/k\\u0000junk\"}}",
 	};
 
 	(void)state;
