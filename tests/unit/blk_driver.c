@@ -335,6 +335,20 @@ void notify_dev(struct vdev *dev)
 	pthread_mutex_unlock(&dev->lock);
 }
 
+void reset_dev(struct vdev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	dev->ops->reset(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+void quiesce_dev(struct vdev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	dev->ops->quiesce(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
 void wait_used(struct fixture *f, uint16_t n)
 {
 	for (int i = 0; i < 2000 && used(f)->idx != n; i++) {

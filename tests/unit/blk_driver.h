@@ -133,6 +133,10 @@ struct virtio_blk_discard_write_zeroes range(uint64_t sector, uint32_t sectors, 
 
 /* The transport's queue notification: queue_notify(0) under dev->lock. */
 void notify_dev(struct vdev *dev);
+/* What a driver's status write of 0 does: reset under dev->lock. */
+void reset_dev(struct vdev *dev);
+/* What a pause does to the device: quiesce under dev->lock. */
+void quiesce_dev(struct vdev *dev);
 /* Runs the event loop until the used index reaches n (generous: tests may run under
  * emulation), then checks it went no further. Notifies the queue again whenever the
  * device asked the transport to serve it again. */

@@ -20,6 +20,8 @@
 /* One guest buffer the large requests all point into. */
 #define SCRATCH_BYTES (8 * MIB)
 #define FIRST_SEGMENT 4096
+/* Largest reads offered at once: more than the bytes-in-flight bound lets start. */
+#define BIG_REQUESTS 8
 
 /* Reopens the disk on a sparse image of BIG_IMAGE_BYTES. */
 static void use_big_image(struct fixture *f)
@@ -51,6 +53,16 @@ static struct req big_read(struct fixture *f, uint64_t scratch, uint64_t len)
 	segs[n++] = (struct seg){r.status, 1, true};
 	r.head = offer(f, segs, n);
 	return r;
+}
+
+/* Reopens the disk on the big image and offers BIG_REQUESTS largest reads, all into
+ * one scratch buffer beyond their first segments. */
+static void offer_big_reads(struct fixture *f, struct req *r)
+{
+	use_big_image(f);
+	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
+	for (int i = 0; i < BIG_REQUESTS; i++)
+		r[i] = big_read(f, scratch, VIRTIO_BLK_REQUEST_MAX_BYTES);
 }
 
 static bool untouched(struct fixture *f, struct req r)
@@ -130,7 +142,6 @@ static void write_zeroes_of_more_than_a_largest_write_is_ioerr(void **state)
 	assert_int_equal(status_of(f, too_many), VIRTIO_BLK_S_IOERR);
 }
 
-#define BIG_REQUESTS 8
 /* Chain bytes of a largest read: header, data, status. */
 #define BIG_CHAIN_BYTES (16 + VIRTIO_BLK_REQUEST_MAX_BYTES + 1)
 /* How many start: requests start while those in flight hold less than the bound. */
@@ -143,14 +154,9 @@ static void reset_waits_only_for_what_the_busy_bound_let_in(void **state)
 	const unsigned admitted = ADMITTED;
 
 	assert_true(admitted > 0 && admitted < BIG_REQUESTS);
-	use_big_image(f);
-	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
-	for (int i = 0; i < BIG_REQUESTS; i++)
-		r[i] = big_read(f, scratch, VIRTIO_BLK_REQUEST_MAX_BYTES);
+	offer_big_reads(f, r);
 	notify_dev(f->dev);
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->reset(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	reset_dev(f->dev);
 
 	/* The reset waited for the requests started, which read into their buffers; the
 	 * others were never started. */
@@ -177,9 +183,7 @@ static void write_zeroes_count_the_zeros_they_may_write_in_the_bytes_in_flight(v
 	for (int i = 0; i < 2; i++)
 		reads[i] = big_read(f, scratch, SECTOR * 16);
 	notify_dev(f->dev);
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->reset(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	reset_dev(f->dev);
 
 	/* Small as their chains are, the reads waited behind the zeroing. */
 	for (int i = 0; i < 2; i++)
@@ -191,10 +195,7 @@ static void chains_left_for_room_go_once_requests_end(void **state)
 	struct fixture *f = *state;
 	struct req r[BIG_REQUESTS];
 
-	use_big_image(f);
-	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
-	for (int i = 0; i < BIG_REQUESTS; i++)
-		r[i] = big_read(f, scratch, VIRTIO_BLK_REQUEST_MAX_BYTES);
+	offer_big_reads(f, r);
 	kick_and_wait(f, BIG_REQUESTS);
 	for (int i = 0; i < BIG_REQUESTS; i++) {
 		assert_int_equal(status_of(f, r[i]), VIRTIO_BLK_S_OK);
@@ -208,14 +209,9 @@ static void pause_answers_what_was_started_and_serves_the_rest_after(void **stat
 	struct req r[BIG_REQUESTS];
 	const unsigned admitted = ADMITTED;
 
-	use_big_image(f);
-	uint64_t scratch = galloc_aligned(f, SCRATCH_BYTES, 4096);
-	for (int i = 0; i < BIG_REQUESTS; i++)
-		r[i] = big_read(f, scratch, VIRTIO_BLK_REQUEST_MAX_BYTES);
+	offer_big_reads(f, r);
 	notify_dev(f->dev);
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->quiesce(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	quiesce_dev(f->dev);
 
 	/* The quiesce answered what it had started and asked for the queue to be served
 	 * once the VM runs again, for the chains still in the ring. */

@@ -149,9 +149,7 @@ static void reset_with_requests_in_flight_waits_for_them_and_does_not_push(void 
 	for (int i = 0; i < 8; i++)
 		r[i] = request(f, VIRTIO_BLK_T_IN, 16 * i, 16 * SECTOR);
 	notify_dev(f->dev);
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->reset(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	reset_dev(f->dev);
 
 	/* Every read finished before reset returned, and none was answered. */
 	for (int i = 0; i < 8; i++) {
@@ -170,9 +168,7 @@ static void device_serves_requests_again_after_reset(void **state)
 
 	request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
 	notify_dev(f->dev);
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->reset(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	reset_dev(f->dev);
 
 	/* The driver lays the queue out afresh. */
 	memset(guest(f, AVAIL_ADDR, 6 + 2 * QSIZE), 0, 6 + 2 * QSIZE);

@@ -88,9 +88,7 @@ static void fresh_queue(struct fixture *f)
 
 static void reset_queue(struct fixture *f)
 {
-	pthread_mutex_lock(&f->dev->lock);
-	f->dev->ops->reset(f->dev);
-	pthread_mutex_unlock(&f->dev->lock);
+	reset_dev(f->dev);
 	fresh_queue(f);
 	activate(f, f->dev, false);
 }

@@ -20,13 +20,6 @@
 #define MMIO_BASE 0xd0000000ULL
 #define MMIO_IRQ 5
 
-static void quiesce(struct vdev *dev)
-{
-	pthread_mutex_lock(&dev->lock);
-	dev->ops->quiesce(dev);
-	pthread_mutex_unlock(&dev->lock);
-}
-
 static int save_device(struct vdev *dev, struct snap_writer *w)
 {
 	pthread_mutex_lock(&dev->lock);
@@ -46,7 +39,7 @@ static void quiesce_answers_every_request_in_flight(void **state)
 	notify_dev(f->dev);
 	/* Submitted to io_uring; only the (stopped) event thread would reap them. */
 	assert_int_equal(used(f)->idx, 0);
-	quiesce(f->dev);
+	quiesce_dev(f->dev);
 	assert_int_equal(used(f)->idx, 5);
 	for (unsigned i = 0; i < 4; i++) {
 		assert_int_equal(status_of(f, reads[i]), VIRTIO_BLK_S_OK);
@@ -64,7 +57,7 @@ static void quiesce_leaves_chains_not_yet_taken_in_the_ring(void **state)
 	request(f, VIRTIO_BLK_T_IN, 0, 512);
 	notify_dev(f->dev);
 	struct req later = request(f, VIRTIO_BLK_T_IN, 1, 512); /* not notified */
-	quiesce(f->dev);
+	quiesce_dev(f->dev);
 	assert_int_equal(used(f)->idx, 1);
 	assert_int_equal(f->dev->queues[0].last_avail_idx, 1);
 	/* Once the device runs again, it is served as usual. */
@@ -81,7 +74,7 @@ static void save_refuses_a_disk_with_requests_in_flight(void **state)
 	notify_dev(f->dev);
 	snap_writer_init(&w);
 	assert_int_equal(save_device(f->dev, &w), -EBUSY);
-	quiesce(f->dev);
+	quiesce_dev(f->dev);
 	assert_int_equal(save_device(f->dev, &w), 0);
 	snap_writer_free(&w);
 }
