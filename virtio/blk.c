@@ -29,6 +29,7 @@
 
 #include <linux/fs.h>
 
+#include "../vmm/file_image.h"
 #include "../vmm/snapshot_stream.h"
 #include "blk.h"
 #include "blk_overlay.h"
@@ -397,8 +398,7 @@ static int blk_not_a_disk(const struct virtio_blk *blk, const char *path)
 static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_options *options)
 {
 	const char *path = options->path;
-	/* O_NONBLOCK only for open(): a FIFO must not hang it. It is dropped below, or
-	 * io_uring would answer -EAGAIN rather than wait on the file. */
+	/* O_NONBLOCK only for open(): a FIFO must not hang it. Dropped below. */
 	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
 	struct stat st;
 	uint64_t size;
@@ -411,8 +411,7 @@ static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_option
 		return blk_host_error(blk, path, "fstat");
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 		return blk_not_a_disk(blk, path);
-	int fl = fcntl(blk->disk.fd, F_GETFL);
-	if (fl < 0 || fcntl(blk->disk.fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+	if (file_drop_nonblock(blk->disk.fd))
 		return blk_host_error(blk, path, "fcntl");
 	if (S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;

@@ -14,6 +14,8 @@
 
 #include <linux/fs.h>
 
+#include "../vmm/file_image.h"
+
 static uint64_t overlay_bytes(const struct blk_overlay *ov)
 {
 	return ov->clusters * BLK_OVERLAY_CLUSTER;
@@ -46,13 +48,10 @@ static int overlay_lock(const struct blk_overlay *ov, int fd, const char *path, 
 	return -EBUSY;
 }
 
-/* O_NONBLOCK is only for open(), so that a FIFO cannot hang it; io_uring would answer
- * -EAGAIN on a non-blocking file rather than wait. */
+/* O_NONBLOCK is only for open(), so that a FIFO cannot hang it (file_drop_nonblock). */
 static int overlay_drop_nonblock(const struct blk_overlay *ov, int fd, const char *path)
 {
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+	if (file_drop_nonblock(fd))
 		return overlay_host_error(ov, path, "fcntl");
 	return 0;
 }

@@ -11,14 +11,21 @@ int file_open_read(const char *path)
 
 	if (fd < 0)
 		return -errno;
-	/* A regular file ignores O_NONBLOCK, but io_uring and others need not. */
-	int flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
-		int err = -errno;
+	int err = file_drop_nonblock(fd);
+	if (err) {
 		close(fd);
 		return err;
 	}
 	return fd;
+}
+
+int file_drop_nonblock(int fd)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
 }
 
 int file_image_open(const char *path, struct file_image *image)

@@ -21,6 +21,11 @@ struct file_image {
  * again for reads), or a negative errno. */
 int file_open_read(const char *path);
 
+/* Clears O_NONBLOCK on fd, which was opened with it only so that open() could not wait:
+ * a regular file ignores it, but io_uring would answer -EAGAIN rather than wait. 0, or
+ * a negative errno (errno set too). */
+int file_drop_nonblock(int fd);
+
 /* Opens path. -ENOENT/-EACCES as open() says, -EISDIR for a non-regular file,
  * -ENOEXEC for an empty one, -EFBIG beyond FILE_IMAGE_MAX. */
 int file_image_open(const char *path, struct file_image *image);
