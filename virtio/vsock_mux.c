@@ -603,9 +603,7 @@ int vsock_mux_init(struct vsock_mux *mux, uint64_t guest_cid, const char *uds_pa
 	if (mux->listen_fd < 0) {
 		int err = mux->listen_fd;
 		log_error(log, "%s: cannot listen on %s: %s", name, uds_path,
-			  err == -EADDRINUSE ? "another process serves it"
-			  : err == -EEXIST   ? "it exists and is not a socket"
-					     : strerror(-err));
+			  unix_listener_strerror(err));
 		mux->listen_fd = -1;
 		return err;
 	}

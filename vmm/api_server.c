@@ -193,14 +193,8 @@ static int api_socket_bind(struct api_server *server, const char *path)
 {
 	int fd = unix_listener_open(path, SOCK_NONBLOCK, API_LISTEN_BACKLOG, &server->socket_id);
 
-	if (fd == -ENAMETOOLONG)
-		log_error(&server->log, "api socket %s: path too long", path);
-	else if (fd == -EEXIST)
-		log_error(&server->log, "api socket %s: exists and is not a socket", path);
-	else if (fd == -EADDRINUSE)
-		log_error(&server->log, "api socket %s: another process serves it", path);
-	else if (fd < 0)
-		log_error(&server->log, "api socket %s: %s", path, strerror(-fd));
+	if (fd < 0)
+		log_error(&server->log, "api socket %s: %s", path, unix_listener_strerror(fd));
 	return fd;
 }
 

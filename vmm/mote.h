@@ -151,7 +151,10 @@ struct mote_vm;
  * creates guest memory, loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
  *   -EINVAL  a configuration value is out of range;
  *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
- *   -EBUSY   a disk image is locked by another process (another VM uses it);
+ *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
+ *            vsock socket's directory stayed locked by another process for 1 s;
+ *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another
+ *            process, is not a socket, or does not fit a sockaddr_un;
  *   -E2BIG   the command line is too long for the kernel;
  *   -ENODEV  /dev/kvm cannot be opened;  -ENOTSUP  KVM lacks a needed capability;
  *   others   a KVM or host resource call failed (the message says which). */

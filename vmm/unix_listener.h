@@ -14,10 +14,16 @@ struct unix_listener_id {
 };
 
 /* Binds path and listens with backlog; flags adds SOCK_NONBLOCK to a close-on-exec
- * stream socket. A socket at path that no process accepts on is stale and replaced. The
- * listening fd and *id, or -ENAMETOOLONG (too long for sockaddr_un), -EEXIST (path is
- * not a socket), -EADDRINUSE (a process serves it), another negative errno. */
+ * stream socket. A socket at path that no process accepts on is stale and replaced.
+ * Processes opening paths in one directory at once take turns (an flock on the
+ * directory), so of several opening the same path exactly one wins. The listening fd
+ * and *id, or -ENAMETOOLONG (too long for sockaddr_un), -EEXIST (path is not a
+ * socket), -EADDRINUSE (a process serves it), -EBUSY (a process kept the directory
+ * locked for 1 s), another negative errno. */
 int unix_listener_open(const char *path, int flags, int backlog, struct unix_listener_id *id);
+
+/* What an error of unix_listener_open means, for a message about the path. */
+const char *unix_listener_strerror(int err);
 
 /* Unlinks path if it still names the socket id. Call it before closing the listening
  * fd: once the socket is closed its inode number may be given to a new file. */

@@ -1,6 +1,7 @@
 /* A listening Unix socket at a path (vmm/unix_listener.h): a stale socket is replaced,
  * anything else is left alone and refused, and only our own socket is removed. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -163,6 +166,99 @@ static void a_path_too_long_or_empty_is_refused(void **state)
 	assert_int_equal(unix_listener_open("", 0, 4, &id), -ENAMETOOLONG);
 }
 
+/* Several processes open the same path at once, as the copies of `mote restore
+ * --copies` do with a snapshot's vsock socket: exactly one may win, and its socket is
+ * the one at the path. Without mutual exclusion a process could take the winner's
+ * socket, bound and not yet listening, for stale, unlink it and bind its own: both
+ * would succeed and the first would listen where no client can reach it. */
+enum { RACERS = 12, RACE_ROUNDS = 60 };
+
+/* One racer: waits for the start, opens, reports 1 (it listens) or 0, and keeps its
+ * socket until the parent closes the hold pipe. */
+static void race_once(const char *path, int start_fd, int result_fd, int hold_fd)
+{
+	struct unix_listener_id id;
+	char go;
+
+	if (read(start_fd, &go, 1) != 0)
+		_exit(3);
+	/* Room in the backlog for every loser's probe and the parent's check. */
+	int fd = unix_listener_open(path, 0, 2 * RACERS, &id);
+	char won = fd >= 0 ? 1 : 0;
+	if (write(result_fd, &won, 1) != 1)
+		_exit(3);
+	(void)read(hold_fd, &go, 1);
+	_exit(0);
+}
+
+static void processes_racing_for_one_path_have_exactly_one_winner(void **state)
+{
+	struct fixture *f = *state;
+
+	for (int round = 0; round < RACE_ROUNDS; round++) {
+		int start[2], result[2], hold[2];
+		pid_t pids[RACERS];
+
+		if (round % 2)
+			leave_stale_socket(f->path);
+		assert_int_equal(pipe(start), 0);
+		assert_int_equal(pipe(result), 0);
+		assert_int_equal(pipe(hold), 0);
+		for (int i = 0; i < RACERS; i++) {
+			pids[i] = fork();
+			assert_true(pids[i] >= 0);
+			if (pids[i] == 0) {
+				close(start[1]);
+				close(result[0]);
+				close(hold[1]);
+				race_once(f->path, start[0], result[1], hold[0]);
+			}
+		}
+		close(start[0]);
+		close(result[1]);
+		close(hold[0]);
+		close(start[1]); /* go */
+		int winners = 0;
+		char won;
+		for (int i = 0; i < RACERS; i++) {
+			assert_int_equal(read(result[0], &won, 1), 1);
+			winners += won;
+		}
+		int reachable = connect_to(f->path);
+		close(hold[1]);
+		close(result[0]);
+		for (int i = 0; i < RACERS; i++) {
+			int status;
+			assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+			assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		}
+		if (winners != 1)
+			fail_msg("round %d: %d processes listen on %s", round, winners, f->path);
+		assert_int_equal(reachable, 0);
+		unlink(f->path);
+	}
+}
+
+/* A process that keeps the directory locked (flock(1) on /tmp, say) gets a clear
+ * refusal after a bounded wait, never a hang; the path is left alone. */
+static void a_directory_kept_locked_is_refused_after_a_bounded_wait(void **state)
+{
+	struct fixture *f = *state;
+	struct unix_listener_id id;
+
+	int dir_fd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	assert_true(dir_fd >= 0);
+	assert_int_equal(flock(dir_fd, LOCK_EX), 0);
+	assert_int_equal(unix_listener_open(f->path, 0, 4, &id), -EBUSY);
+	assert_int_equal(access(f->path, F_OK), -1);
+	assert_non_null(strstr(unix_listener_strerror(-EBUSY), "locked"));
+	close(dir_fd); /* unlocks */
+	int fd = unix_listener_open(f->path, 0, 4, &id);
+	assert_true(fd >= 0);
+	assert_int_equal(connect_to(f->path), 0);
+	close(fd);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -174,6 +270,8 @@ int main(void)
 	    TEST(a_listener_with_a_full_backlog_is_refused_without_waiting),
 	    TEST(only_the_socket_bound_is_removed),
 	    TEST(a_path_too_long_or_empty_is_refused),
+	    TEST(processes_racing_for_one_path_have_exactly_one_winner),
+	    TEST(a_directory_kept_locked_is_refused_after_a_bounded_wait),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
