@@ -552,6 +552,8 @@ int api_parse_snapshot_load(const cJSON *body, struct vm_command *command, char 
 			ret = api_parse_overrides(item, true, r, fault, fault_len);
 		} else if (strcmp(name, "mem_diff_paths") == 0) { /* mote */
 			ret = api_parse_mem_diffs(item, r, fault, fault_len);
+		} else if (strcmp(name, "verify_memory") == 0) { /* mote */
+			ret = api_bool(item, where, &r->verify_memory, fault, fault_len);
 		} else {
 			ret = api_unknown_field(item, where, fault, fault_len);
 		}

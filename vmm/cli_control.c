@@ -309,6 +309,7 @@ char *cli_restore_request_body(const struct cli_restore_options *opts)
 		  cJSON_AddStringToObject(backend, "backend_path", r->mem_path) &&
 		  cJSON_AddBoolToObject(json, "resume_vm", !r->paused) &&
 		  cJSON_AddBoolToObject(json, "track_dirty_pages", r->track_dirty_pages) &&
+		  (!r->verify_memory || cJSON_AddBoolToObject(json, "verify_memory", true)) &&
 		  cli_add_overrides(json, r);
 	if (ok && r->mem_diff_count)
 		ok = cli_add_string_array(json, "mem_diff_paths", r->mem_diff_paths,

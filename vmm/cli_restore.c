@@ -131,6 +131,7 @@ enum {
 	OPT_COPIES,
 	OPT_HELP,
 	OPT_CONSOLE_MAX,
+	OPT_VERIFY_MEMORY,
 };
 
 static const struct option restore_options[] = {
@@ -142,6 +143,7 @@ static const struct option restore_options[] = {
     {"vsock-uds", required_argument, NULL, OPT_VSOCK_UDS},
     {"paused", no_argument, NULL, OPT_PAUSED},
     {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
+    {"verify-memory", no_argument, NULL, OPT_VERIFY_MEMORY},
     {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"console", required_argument, NULL, OPT_CONSOLE},
     {"console-max-size", required_argument, NULL, OPT_CONSOLE_MAX},
@@ -178,6 +180,9 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 		return 0;
 	case OPT_TRACK_DIRTY:
 		r->track_dirty_pages = true;
+		return 0;
+	case OPT_VERIFY_MEMORY:
+		r->verify_memory = true;
 		return 0;
 	case OPT_API_SOCK:
 		return cli_api_sock_set(&opts->api_sock, arg, error, error_len);
@@ -291,6 +296,7 @@ int cli_restore_options_for_copy(const struct cli_restore_options *opts, unsigne
 	cli_restore_options_init(out);
 	c->paused = r->paused;
 	c->track_dirty_pages = r->track_dirty_pages;
+	c->verify_memory = r->verify_memory;
 	out->console = opts->console;
 	out->console_max_bytes = opts->console_max_bytes;
 	out->console_given = opts->console_given;

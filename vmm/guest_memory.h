@@ -37,9 +37,9 @@ struct guest_memory {
  * around the MMIO gap [MMIO_GAP_START, 4 GiB). Returns 0 or a negative errno. */
 int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mote_log *log);
 
-/* The same layout, mapped MAP_PRIVATE from a memory file of exactly size bytes
+/* The same layout, mapped MAP_PRIVATE from the first size bytes of a memory file
  * (snapshot restore): pages load lazily, writes stay in this process, the file is never
- * modified. Takes ownership of fd. -EINVAL when the file's size is not size. */
+ * modified. Takes ownership of fd. -EINVAL when the file holds fewer bytes. */
 int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int fd,
 				  const struct mote_log *log);
 

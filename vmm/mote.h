@@ -245,6 +245,12 @@ struct mote_restore_config {
 	const char *vsock_uds_path; /* NULL: the snapshot's */
 	bool track_dirty_pages;	    /* for diff snapshots of the restored VM */
 	bool paused;		    /* mote_vm_run() starts the VM paused */
+	/* Read every page of the memory files before the restore and compare each file's
+	 * content with the checksum written with it: a file changed or damaged since the
+	 * snapshot is refused instead of giving the guest garbage. It costs a read of all
+	 * the data the files hold (the pages then sit in the host's page cache); without
+	 * it the files are mapped lazily and only their identities are checked. */
+	bool verify_memory;
 	enum mote_console console;
 	int console_in_fd;
 	int console_out_fd;
@@ -266,8 +272,9 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * restored from it until written), then sets the clock, the devices and the vCPUs. Run
  * it with mote_vm_run(). Open vsock connections are gone (the guest sees a transport
  * reset); its listeners stay. Errors: -EINVAL bad configuration; -EPROTO a state file
- * that is damaged or not mote's, or of another version; -EINVAL a memory file whose size
- * does not match; others as mote_vm_create(). */
+ * that is damaged or not mote's, or of another version; -EINVAL memory files that are
+ * not this snapshot's: of another size or snapshot, diffs missing or out of order, or
+ * (verify_memory) content that does not match its checksum; others as mote_vm_create(). */
 MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
 
 /* Releases everything; vm may be NULL. */

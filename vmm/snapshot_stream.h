@@ -17,8 +17,9 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC "MOTESNAP"
-/* 2: virtio-blk records its capacity. A file of another version is refused. */
-#define SNAP_VERSION 2u
+/* 2: virtio-blk records its capacity. 3: the identity of the memory the state goes
+ * with (snapshot_memory.h). A file of another version is refused. */
+#define SNAP_VERSION 3u
 #define SNAP_HEADER_SIZE 28u
 /* A state file is small, and anything larger is refused unread. The largest a monitor
  * writes is about 6 MiB: 32 vCPUs of about 40 KiB (XSAVE with AMX, 256 CPUID entries,

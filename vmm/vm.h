@@ -16,6 +16,7 @@
 #include "guest_memory.h"
 #include "kvm.h"
 #include "mote.h"
+#include "snapshot_memory.h"
 #include "vcpu.h"
 #include "vcpu_state.h"
 #include "vm_setup.h"
@@ -76,6 +77,9 @@ struct mote_vm {
 	bool exit_at_boot;     /* end the VM at the guest's boot-complete write */
 	bool track_dirty;      /* KVM dirty log on the memory slots, monitor writes recorded */
 	uint64_t *dirty;       /* pages written since the last snapshot, gathered (vm_snapshot.c) */
+	/* The id of the snapshot last taken or restored from: a diff applies on it. */
+	bool has_snapshot_id;
+	uint8_t snapshot_id[SNAPSHOT_ID_SIZE];
 	bool panic_seen;
 	char panic_line[SERIAL_LINE_MAX];
 	struct mote_exit exit;

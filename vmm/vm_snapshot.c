@@ -1,7 +1,8 @@
 /* Snapshots of a paused VM and VMs restored from them (mote.h: mote_vm_snapshot,
  * mote_vm_restore). A state file holds, in this order: the setup (vm_setup.h), the
- * VM-wide KVM state (clock, PIC, IOAPIC, PIT), the devices, and each vCPU; the memory
- * file holds guest RAM (snapshot_memory.h). A restore builds the same machine from the
+ * identity of its memory (the snapshot's id; a diff's base), the VM-wide KVM state
+ * (clock, PIC, IOAPIC, PIT), the devices, and each vCPU; the memory file holds guest
+ * RAM and the same identity (snapshot_memory.h). A restore builds the same machine from the
  * setup, maps the memory file, then loads the clock and interrupt controllers, the
  * devices, and the vCPUs, as Firecracker does. */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include "vm_devices.h"
 
 #define SNAP_TAG_VM SNAP_TAG('K', 'V', 'M', 'S')
+#define SNAP_TAG_MEMORY_ID SNAP_TAG('M', 'E', 'M', 'I')
 
 /* KVM_GET_IRQCHIP's chips with the in-kernel irqchip (api.rst 4.26). */
 static const uint32_t vm_irqchips[] = {KVM_IRQCHIP_PIC_MASTER, KVM_IRQCHIP_PIC_SLAVE,
@@ -172,7 +174,38 @@ static void vm_output_abandon(struct vm_output *out)
 	out->temp[0] = '\0';
 }
 
-static int vm_state_build(struct mote_vm *vm, struct snap_writer *w)
+/* Which memory the state goes with: the last file of the chain a restore is given
+ * (the full memory file, then the diffs oldest first) must carry the snapshot's id. */
+static void vm_memory_identity_save(const struct snapshot_memory_identity *identity,
+				    struct snap_writer *w)
+{
+	snap_begin(w, SNAP_TAG_MEMORY_ID);
+	snap_put_bool(w, identity->diff);
+	snap_put_bytes(w, identity->id, SNAPSHOT_ID_SIZE);
+	snap_put_bytes(w, identity->base_id, SNAPSHOT_ID_SIZE);
+	snap_end(w);
+}
+
+static void vm_memory_identity_load(struct snapshot_memory_identity *identity,
+				    struct snap_reader *r)
+{
+	struct snap_reader s;
+
+	memset(identity, 0, sizeof(*identity));
+	snap_section(r, SNAP_TAG_MEMORY_ID, &s);
+	identity->diff = snap_get_bool(&s);
+	snap_get_bytes(&s, identity->id, SNAPSHOT_ID_SIZE);
+	snap_get_bytes(&s, identity->base_id, SNAPSHOT_ID_SIZE);
+	static const uint8_t none[SNAPSHOT_ID_SIZE];
+	if (!s.error && !identity->diff && memcmp(identity->base_id, none, SNAPSHOT_ID_SIZE))
+		snap_fail(&s, "memory identity: a full snapshot that names a base");
+	snap_reader_finish(&s);
+	if (s.error)
+		snap_fail(r, s.failure);
+}
+
+static int vm_state_build(struct mote_vm *vm, const struct snapshot_memory_identity *identity,
+			  struct snap_writer *w)
 {
 	if (!vm->msr_list.indices) {
 		int ret = vcpu_msr_list_read(vm->kvm.fd, &vm->msr_list, &vm->log);
@@ -180,6 +213,7 @@ static int vm_state_build(struct mote_vm *vm, struct snap_writer *w)
 			return ret;
 	}
 	vm_setup_save(&vm->setup, w);
+	vm_memory_identity_save(identity, w);
 	int ret = vm_kvm_state_save(vm, w);
 	if (!ret)
 		ret = vm_devices_save(vm, w);
@@ -209,6 +243,19 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 			  "a diff snapshot needs dirty-page tracking (track_dirty_pages)");
 		return -EINVAL;
 	}
+	if (diff && !vm->has_snapshot_id) {
+		log_error(&vm->log, "a diff snapshot needs an earlier snapshot of this VM to "
+				    "apply on: take a full one first");
+		return -EINVAL;
+	}
+	struct snapshot_memory_identity identity = {.diff = diff};
+	if (diff)
+		memcpy(identity.base_id, vm->snapshot_id, SNAPSHOT_ID_SIZE);
+	ret = snapshot_memory_new_id(identity.id);
+	if (ret) {
+		log_error(&vm->log, "snapshot: no random id: %s", strerror(-ret));
+		return ret;
+	}
 	ret = vm->track_dirty ? vm_collect_dirty(vm) : 0;
 	if (ret)
 		return ret;
@@ -216,12 +263,12 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	ret = vm_output_open(vm, &memory, params->mem_path);
 	if (!ret)
 		ret = snapshot_memory_write(&vm->mem, diff ? vm->dirty : NULL, memory.fd,
-					    params->mem_path, &vm->log);
+					    &identity, params->mem_path, &vm->log);
 	/* The disks' layers last before the state: freezing changes the running disks. */
 	if (!ret)
 		ret = vm_devices_freeze_disks(vm, params->state_path);
 	if (!ret)
-		ret = vm_state_build(vm, &w);
+		ret = vm_state_build(vm, &identity, &w);
 	if (!ret)
 		ret = vm_output_open(vm, &state, params->state_path);
 	if (!ret) {
@@ -239,6 +286,10 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	if (!ret && vm->dirty)
 		memset(vm->dirty, 0,
 		       (snapshot_memory_pages(&vm->mem) + 63) / 64 * sizeof(uint64_t));
+	if (!ret) {
+		memcpy(vm->snapshot_id, identity.id, SNAPSHOT_ID_SIZE);
+		vm->has_snapshot_id = true;
+	}
 	if (!ret)
 		log_info(&vm->log, "%s snapshot written to %s and %s in " VM_MS_FMT " ms",
 			 diff ? "diff" : "full", params->state_path, params->mem_path,
@@ -424,24 +475,98 @@ static int vm_apply_overrides(struct vm_setup *setup, const struct mote_restore_
 	return ret;
 }
 
+/* The memory files of a restore, opened and checked before anything is built. */
+struct vm_memory_files {
+	int mem_fd;
+	unsigned diff_count;
+	int diff_fds[MOTE_MAX_MEM_DIFFS];
+};
+
+static void vm_memory_files_close(struct vm_memory_files *files)
+{
+	if (files->mem_fd >= 0)
+		close(files->mem_fd);
+	files->mem_fd = -1;
+	while (files->diff_count)
+		close(files->diff_fds[--files->diff_count]);
+}
+
+/* Opens the memory file and the diffs and checks that they are the chain that ends at
+ * the snapshot whose memory identity the state file holds: the full file first, each
+ * diff applying on the file before it, the last one carrying the snapshot's id. With
+ * verify, each file's content is read and compared with its checksum too. 0, or a
+ * negative errno (-EINVAL for files that do not fit) with a message; files then holds
+ * what was opened, for vm_memory_files_close. */
+static int vm_memory_files_open(struct vm_memory_files *files,
+				const struct mote_restore_config *config, uint64_t guest_bytes,
+				const struct snapshot_memory_identity *state,
+				const struct mote_log *log)
+{
+	struct snapshot_memory_identity previous = {0}, identity;
+	const char *previous_path = NULL;
+
+	files->mem_fd = -1;
+	files->diff_count = 0;
+	for (unsigned i = 0; i <= config->mem_diff_count; i++) {
+		const char *path = i == 0 ? config->mem_path : config->mem_diff_paths[i - 1];
+		const char *what = i == 0 ? "memory file" : "diff memory file";
+		int fd = path ? file_open_read(path) : -EINVAL;
+		if (fd < 0) {
+			log_error(log, "%s %s: %s", what, path ? path : "(none)", strerror(-fd));
+			return fd;
+		}
+		if (i == 0)
+			files->mem_fd = fd;
+		else
+			files->diff_fds[files->diff_count++] = fd;
+		int ret = snapshot_memory_read_identity(fd, guest_bytes, &identity, path, log);
+		if (ret)
+			return ret;
+		if (i == 0 && identity.diff) {
+			log_error(log,
+				  "memory file %s is a diff: give the full memory file first, then "
+				  "the diffs, oldest first",
+				  path);
+			return -EINVAL;
+		}
+		if (i > 0 && !identity.diff) {
+			log_error(log, "diff memory file %s is a full memory file, not a diff", path);
+			return -EINVAL;
+		}
+		if (i > 0 && memcmp(identity.base_id, previous.id, SNAPSHOT_ID_SIZE) != 0) {
+			log_error(log,
+				  "diff memory file %s does not apply on %s: give the diffs oldest "
+				  "first, each right after the snapshot it was taken after",
+				  path, previous_path);
+			return -EINVAL;
+		}
+		if (config->verify_memory &&
+		    (ret = snapshot_memory_verify(fd, &identity, path, log)) != 0)
+			return ret;
+		previous = identity;
+		previous_path = path;
+	}
+	if (memcmp(previous.id, state->id, SNAPSHOT_ID_SIZE) != 0) {
+		log_error(log,
+			  "%s is not the memory of the snapshot in %s: %s",
+			  previous_path, config->state_path,
+			  state->diff ? "it is a diff snapshot; give the full memory file, then "
+					"its diffs oldest first, its own last"
+				      : "give the memory file written with it");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 /* Everything after the setup: memory diffs, KVM state, devices, vCPUs. */
 static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config *config,
-			    struct snap_reader *payload)
+			    const struct vm_memory_files *files, struct snap_reader *payload)
 {
 	int ret = 0;
 
-	for (unsigned i = 0; i < config->mem_diff_count && !ret; i++) {
-		const char *path = config->mem_diff_paths[i];
-		int fd = path ? file_open_read(path) : -EINVAL;
-		if (fd < 0) {
-			ret = fd;
-			log_error(&vm->log, "diff memory file %s: %s", path ? path : "(none)",
-				  strerror(-ret));
-			break;
-		}
-		ret = snapshot_memory_apply_diff(&vm->mem, fd, path, &vm->log);
-		close(fd);
-	}
+	for (unsigned i = 0; i < files->diff_count && !ret; i++)
+		ret = snapshot_memory_apply_diff(&vm->mem, files->diff_fds[i],
+						 config->mem_diff_paths[i], &vm->log);
 	/* Every vCPU exists before the interrupt controllers are loaded: KVM_SET_IRQCHIP
 	 * asks each existing vCPU to rescan the IOAPIC for the level-triggered vectors whose
 	 * EOI it must forward; a vCPU created afterwards never learns them, its EOIs never
@@ -473,6 +598,8 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out)
 {
 	struct mote_log log = {config->log, config->log_opaque};
+	struct snapshot_memory_identity memory_identity;
+	struct vm_memory_files files = {.mem_fd = -1};
 	struct snap_reader payload;
 	struct vm_setup setup;
 	struct mote_config vm_config;
@@ -494,6 +621,7 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 		return -EPROTO;
 	}
 	vm_setup_load(&setup, &payload);
+	vm_memory_identity_load(&memory_identity, &payload);
 	if (payload.error) {
 		log_error(&log, "state file %s: %s", config->state_path, payload.failure);
 		vm_setup_free(&setup);
@@ -514,20 +642,8 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	vm_config.log_opaque = config->log_opaque;
 	if (!ret)
 		ret = vm_check_config(&vm_config, &log);
-	int mem_fd = -1;
-	if (!ret && (mem_fd = file_open_read(config->mem_path)) < 0) {
-		ret = mem_fd;
-		log_error(&log, "memory file %s: %s", config->mem_path, strerror(-ret));
-	}
-	struct stat mem_st;
-	if (!ret && (fstat(mem_fd, &mem_st) < 0 || !S_ISREG(mem_st.st_mode) ||
-		     (uint64_t)mem_st.st_size != setup.mem_bytes)) {
-		log_error(&log,
-			  "memory file %s: not a regular file of %llu bytes, the snapshot's "
-			  "guest memory",
-			  config->mem_path, (unsigned long long)setup.mem_bytes);
-		ret = -EINVAL;
-	}
+	if (!ret)
+		ret = vm_memory_files_open(&files, config, setup.mem_bytes, &memory_identity, &log);
 	struct mote_vm *vm = NULL;
 	if (!ret && !(vm = vm_new(&log, setup.cpus, config->start_monotonic_ns)))
 		ret = -ENOMEM;
@@ -537,19 +653,20 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 		 * borrows its strings, so it moves over whole. */
 		vm->setup = setup;
 		memset(&setup, 0, sizeof(setup));
-		ret = vm_build(vm, &vm_config, mem_fd);
-		mem_fd = -1; /* vm_build's now */
+		ret = vm_build(vm, &vm_config, files.mem_fd);
+		files.mem_fd = -1; /* vm_build's now */
 	}
 	if (!ret)
-		ret = vm_restore_state(vm, config, &payload);
+		ret = vm_restore_state(vm, config, &files, &payload);
 	if (!ret) {
+		memcpy(vm->snapshot_id, memory_identity.id, SNAPSHOT_ID_SIZE);
+		vm->has_snapshot_id = true;
 		vm_devices_restored(vm);
 		vm->state = config->paused ? MOTE_VM_PAUSED : MOTE_VM_CREATED;
 		vm->restored = true;
 		log_debug(&vm->log, "restored from %s", config->state_path);
 	}
-	if (mem_fd >= 0)
-		close(mem_fd);
+	vm_memory_files_close(&files);
 	vm_setup_free(&setup);
 	free(file);
 	if (ret) {

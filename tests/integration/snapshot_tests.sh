@@ -150,6 +150,10 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	snap_exec "$uds" s2-a sh -c 'dd if=/dev/urandom of=/tmp/a bs=1M count=8 2>/dev/null && md5sum /tmp/a'
 	[ "$status" -eq 0 ] || { abandon "$original" "writing /tmp/a: $(cat "$WORK/s2-a.stderr")"; return; }
 	snap_ctl s2-p1 pause --api-sock "$api"
+	# A diff needs a snapshot to apply on.
+	snap_ctl s2-early snapshot --api-sock "$api" --state "$WORK/s2-0.state" --mem "$WORK/s2-0.diff" --diff
+	[ $ctl_status -ne 0 ] || { abandon "$original" "a diff before any snapshot was taken"; return; }
+	expect_in "$WORK/s2-early.ctl" "take a full one first"
 	snap_ctl s2-full1 snapshot --api-sock "$api" --state "$WORK/s2-1.state" --mem "$WORK/s2-1.mem" --resume
 	[ $ctl_status -eq 0 ] || { abandon "$original" "first snapshot: $(cat "$WORK/s2-full1.ctl")"; return; }
 	snap_exec "$uds" s2-b sh -c 'dd if=/dev/urandom of=/tmp/b bs=1M count=8 2>/dev/null && dd if=/dev/urandom of=/tmp/a bs=4k count=100 seek=300 conv=notrunc 2>/dev/null && md5sum /tmp/a /tmp/b'
@@ -166,8 +170,23 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	full_size=$(du -k "$WORK/s2-3.mem" | cut -f1)
 	[ "$diff_size" -lt "$full_size" ] || fail "the diff file ($diff_size KiB) is not smaller than the full one ($full_size KiB)"
 
+	# Memory files that are not the diff snapshot's chain are refused before anything
+	# runs: its diff left out, the diff given as the full file, a later full file under it.
 	rm -f "$uds"
-	snap_restore s2d --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-2.diff"
+	mote_run s2-nodiff restore --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem"
+	expect_status 6
+	expect_in "$err" "it is a diff snapshot"
+	mote_run s2-diffbase restore --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-2.diff"
+	expect_status 6
+	expect_in "$err" "s2-2.diff is a diff"
+	mote_run s2-wrongbase restore --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-3.mem" \
+		--mem-diff "$WORK/s2-2.diff"
+	expect_status 6
+	expect_in "$err" "s2-2.diff does not apply on"
+	[ ! -e "$uds" ] || fail "a refused restore created the vsock socket"
+	# The right chain, read whole and checked against its checksums first.
+	snap_restore s2d --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-2.diff" \
+		--verify-memory
 	snap_exec "$uds" s2-dsum md5sum /tmp/a /tmp/b
 	snap_end "$uds" s2d
 	expect_status 0
@@ -309,6 +328,10 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	snap_ctl s4-p pause --api-sock "$api"
 	snap_ctl s4-snap snapshot --api-sock "$api" --state "$WORK/s4.state" --mem "$WORK/s4.mem"
 	[ $ctl_status -eq 0 ] || { abandon "$original" "snapshot: $(cat "$WORK/s4-snap.ctl")"; return; }
+	# A second snapshot of the same paused VM: the same size, the same memory even, and
+	# still another snapshot's file.
+	snap_ctl s4-snap2 snapshot --api-sock "$api" --state "$WORK/s4b.state" --mem "$WORK/s4b.mem"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "second snapshot: $(cat "$WORK/s4-snap2.ctl")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	local size
@@ -337,6 +360,23 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	mote_run s4-short restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-short.mem"
 	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a short memory file: exit status $status"
 	expect_in "$err" "s4-short.mem"
+	rm -f "$uds"
+	mote_run s4-other-mem restore --snapshot "$WORK/s4.state" --mem "$WORK/s4b.mem"
+	expect_status 6
+	expect_in "$err" "s4b.mem is not the memory of the snapshot"
+	# One bit changed in the guest's memory (past the trailer's reach): only a restore
+	# that reads the file whole can tell, and with --verify-memory it refuses.
+	cp --sparse=always "$WORK/s4.mem" "$WORK/s4-flipped.mem"
+	at=$((8 * 1024 * 1024 + 17))
+	byte=$(od -An -tu1 -j $at -N1 "$WORK/s4.mem" | tr -d ' ')
+	printf "$(printf '\\%03o' $((byte ^ 1)))" |
+		dd of="$WORK/s4-flipped.mem" bs=1 seek=$at conv=notrunc 2>/dev/null
+	cmp -s "$WORK/s4.mem" "$WORK/s4-flipped.mem" && fail "the memory file copy was not changed"
+	rm -f "$uds"
+	mote_run s4-flipped-mem restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-flipped.mem" \
+		--verify-memory
+	expect_status 6
+	expect_in "$err" "s4-flipped.mem: its content does not match its checksum"
 	rm -f "$uds"
 	mote_run s4-missing restore --snapshot "$WORK/none.state" --mem "$WORK/s4.mem"
 	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a missing state file: exit status $status"

@@ -119,6 +119,7 @@ static void restore_defaults_run_at_once_on_stdio(void **state)
 	assert_int_equal(parse_restore(&o, error, words), 0);
 	assert_false(o.restore.paused);
 	assert_false(o.restore.track_dirty_pages);
+	assert_false(o.restore.verify_memory);
 	assert_int_equal(o.restore.mem_diff_count, 0);
 	assert_null(o.api_sock);
 	assert_int_equal(o.console, MOTE_CONSOLE_FDS);
@@ -291,6 +292,7 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 			       "--vsock-uds",
 			       "/v3",
 			       "--track-dirty-pages",
+			       "--verify-memory",
 			       "--api-sock",
 			       "/a",
 			       NULL};
@@ -316,6 +318,7 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 	assert_string_equal(r->net_overrides[0].tap, "tap3");
 	assert_string_equal(r->vsock_uds_path, "/v3");
 	assert_true(r->track_dirty_pages);
+	assert_true(r->verify_memory);
 	assert_false(r->paused); /* no --paused: resume_vm */
 	cJSON_Delete(json);
 	free(body);

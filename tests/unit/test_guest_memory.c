@@ -141,7 +141,7 @@ static void memory_from_a_file_is_private_and_leaves_the_file_unchanged(void **s
 	guest_memory_destroy(&mem); /* closes fd */
 }
 
-static void memory_file_of_another_size_is_refused(void **state)
+static void memory_file_shorter_than_the_guest_is_refused(void **state)
 {
 	struct guest_memory mem;
 	(void)state;
@@ -186,7 +186,7 @@ int main(void)
 	    cmocka_unit_test(bad_sizes_are_refused),
 	    cmocka_unit_test(monitor_writes_are_recorded_per_page_when_tracking),
 	    cmocka_unit_test(memory_from_a_file_is_private_and_leaves_the_file_unchanged),
-	    cmocka_unit_test(memory_file_of_another_size_is_refused),
+	    cmocka_unit_test(memory_file_shorter_than_the_guest_is_refused),
 	    cmocka_unit_test(touched_bytes_count_the_pages_written),
 	    cmocka_unit_test(touched_bytes_of_memory_from_a_file_count_its_resident_pages),
 	};
