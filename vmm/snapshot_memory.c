@@ -100,8 +100,7 @@ static bool trailer_decode(const uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE],
 	if (memcmp(trailer, TRAILER_MAGIC, sizeof(TRAILER_MAGIC)) != 0 ||
 	    get_le(trailer + 8, 4) != TRAILER_VERSION || get_le(trailer + 12, 4) > 1 ||
 	    get_le(trailer + 64, 4) != 0 ||
-	    get_le(trailer + TRAILER_CHECKED_BYTES, 4) !=
-		crc32(0L, trailer, TRAILER_CHECKED_BYTES))
+	    get_le(trailer + TRAILER_CHECKED_BYTES, 4) != crc32(0L, trailer, TRAILER_CHECKED_BYTES))
 		return false;
 	for (unsigned i = TRAILER_CHECKED_BYTES + 4; i < SNAPSHOT_MEMORY_TRAILER_SIZE; i++)
 		if (trailer[i])
@@ -272,7 +271,8 @@ int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identi
 		if (end > size)
 			end = size;
 		while (offset < end && !ret) {
-			uint64_t len = end - offset < VERIFY_RUN_MAX ? end - offset : VERIFY_RUN_MAX;
+			uint64_t len =
+			    end - offset < VERIFY_RUN_MAX ? end - offset : VERIFY_RUN_MAX;
 			ret = file_read_at(fd, run, len, offset);
 			for (uint64_t at = 0; at < len && !ret; at += GUEST_PAGE_SIZE)
 				checksum_page(&checksum, (offset + at) / GUEST_PAGE_SIZE, run + at);

@@ -68,8 +68,8 @@ static int lock_directory_of(const char *path)
 }
 
 /* Binds and listens at address once the directory is locked (lock_directory_of). */
-static int claim_path(const char *path, const struct sockaddr_un *address, int flags,
-		      int backlog, struct unix_listener_id *id)
+static int claim_path(const char *path, const struct sockaddr_un *address, int flags, int backlog,
+		      struct unix_listener_id *id)
 {
 	struct stat st;
 

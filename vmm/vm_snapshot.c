@@ -262,8 +262,8 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	snap_writer_init(&w);
 	ret = vm_output_open(vm, &memory, params->mem_path);
 	if (!ret)
-		ret = snapshot_memory_write(&vm->mem, diff ? vm->dirty : NULL, memory.fd,
-					    &identity, params->mem_path, &vm->log);
+		ret = snapshot_memory_write(&vm->mem, diff ? vm->dirty : NULL, memory.fd, &identity,
+					    params->mem_path, &vm->log);
 	/* The disks' layers last before the state: freezing changes the running disks. */
 	if (!ret)
 		ret = vm_devices_freeze_disks(vm, params->state_path);
@@ -530,7 +530,8 @@ static int vm_memory_files_open(struct vm_memory_files *files,
 			return -EINVAL;
 		}
 		if (i > 0 && !identity.diff) {
-			log_error(log, "diff memory file %s is a full memory file, not a diff", path);
+			log_error(log, "diff memory file %s is a full memory file, not a diff",
+				  path);
 			return -EINVAL;
 		}
 		if (i > 0 && memcmp(identity.base_id, previous.id, SNAPSHOT_ID_SIZE) != 0) {
@@ -547,9 +548,8 @@ static int vm_memory_files_open(struct vm_memory_files *files,
 		previous_path = path;
 	}
 	if (memcmp(previous.id, state->id, SNAPSHOT_ID_SIZE) != 0) {
-		log_error(log,
-			  "%s is not the memory of the snapshot in %s: %s",
-			  previous_path, config->state_path,
+		log_error(log, "%s is not the memory of the snapshot in %s: %s", previous_path,
+			  config->state_path,
 			  state->diff ? "it is a diff snapshot; give the full memory file, then "
 					"its diffs oldest first, its own last"
 				      : "give the memory file written with it");

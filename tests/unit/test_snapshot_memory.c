@@ -148,8 +148,8 @@ static void a_copy_with_its_holes_filled_verifies(void **state)
 	struct stat st;
 	assert_int_equal(fstat(dense, &st), 0);
 	assert_true((uint64_t)st.st_blocks * 512 >= GUEST_BYTES);
-	assert_int_equal(snapshot_memory_read_identity(dense, GUEST_BYTES, &read, "dense.mem", NULL),
-			 0);
+	assert_int_equal(
+	    snapshot_memory_read_identity(dense, GUEST_BYTES, &read, "dense.mem", NULL), 0);
 	assert_int_equal(snapshot_memory_verify(dense, &read, "dense.mem", NULL), 0);
 	free(whole);
 	close(dense);
