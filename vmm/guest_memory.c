@@ -105,8 +105,8 @@ int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int f
 	/* A snapshot's memory file holds a trailer after the guest's RAM (snapshot_memory.h),
 	 * which is not mapped. */
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < size) {
-		log_error(log, "memory file holds %lld bytes, fewer than the guest's %llu",
-			  (long long)st.st_size, (unsigned long long)size);
+		log_error(log, "memory file: not a regular file of at least the guest's %llu bytes",
+			  (unsigned long long)size);
 		guest_memory_destroy(mem);
 		return -EINVAL;
 	}

@@ -152,7 +152,7 @@ struct mote_vm;
  *   -EINVAL  a configuration value is out of range;
  *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
- *            vsock socket's directory stayed locked by another process for 1 s;
+ *            vsock socket's directory stayed locked by another process for 2 s;
  *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another
  *            process, is not a socket, or does not fit a sockaddr_un;
  *   -E2BIG   the command line is too long for the kernel;
@@ -195,13 +195,15 @@ MOTE_API int mote_vm_send_ctrl_alt_del(struct mote_vm *vm);
 
 enum mote_snapshot_type {
 	MOTE_SNAPSHOT_FULL, /* every non-zero page of guest memory */
-	MOTE_SNAPSHOT_DIFF, /* only pages written since the previous snapshot (or the boot
-			     * or restore); needs track_dirty_pages */
+	MOTE_SNAPSHOT_DIFF, /* only pages written since the previous snapshot, taken or
+			     * restored from (there must be one); needs track_dirty_pages */
 };
 
 struct mote_snapshot_params {
 	const char *state_path; /* vCPUs, interrupt controllers, clock, devices; required */
-	const char *mem_path;	/* guest memory: raw, page-aligned, sparse; required */
+	/* Guest memory: raw, page-aligned, sparse, then (a diff) its page bitmap, then a
+	 * trailer naming the snapshot (layout in vmm/snapshot_memory.h); required. */
+	const char *mem_path;
 	enum mote_snapshot_type type;
 };
 
@@ -209,8 +211,9 @@ struct mote_snapshot_params {
  * the previous snapshot to "<state_path>.<disk>.layer"). Files appear complete or not
  * at all: they are written under temporary names and renamed. The VM stays paused and
  * intact whatever happens: a full disk or read-only directory is an error to report,
- * after which it can be resumed. Errors: -EINVAL not paused, or a diff without dirty
- * tracking; -ENOSPC, -EACCES, -EROFS, ... from the host. */
+ * after which it can be resumed. Errors: -EINVAL not paused, a diff without dirty
+ * tracking or without an earlier snapshot, or paths that would destroy the VM's own
+ * files; -ENOSPC, -EACCES, -EROFS, ... from the host. */
 MOTE_API int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params);
 
 #define MOTE_MAX_MEM_DIFFS 64
@@ -247,9 +250,11 @@ struct mote_restore_config {
 	bool paused;		    /* mote_vm_run() starts the VM paused */
 	/* Read every page of the memory files before the restore and compare each file's
 	 * content with the checksum written with it: a file changed or damaged since the
-	 * snapshot is refused instead of giving the guest garbage. It costs a read of all
-	 * the data the files hold (the pages then sit in the host's page cache); without
-	 * it the files are mapped lazily and only their identities are checked. */
+	 * snapshot is refused instead of giving the guest garbage. It checks the files as
+	 * they are at restore time (the file is then mapped, and must stay as it is); it
+	 * costs a read of all the data the files hold (the pages then sit in the host's
+	 * page cache). Without it the files are mapped lazily and only their identities
+	 * are checked. */
 	bool verify_memory;
 	enum mote_console console;
 	int console_in_fd;

@@ -18,9 +18,9 @@
 
 #define TRAILER_MAGIC "MOTEMEM"
 #define TRAILER_VERSION 1u
-#define TRAILER_CHECKED_BYTES 68u /* the fields before the trailer's CRC-32 */
-/* Pages are read in runs of up to this size to be verified. */
-#define VERIFY_RUN_MAX (1u << 20)
+#define TRAILER_CHECKED_BYTES 72u /* the fields before the trailer's CRC-32 */
+/* Pages are read in runs of up to this size to be verified or laid over. */
+#define READ_RUN_MAX (1u << 20)
 
 /* Writes are gathered into runs of consecutive pages up to this size. */
 #define SNAPSHOT_RUN_MAX (1u << 20)
@@ -33,19 +33,6 @@ static bool page_is_zero(const uint8_t *page)
 	for (unsigned i = 0; i < GUEST_PAGE_SIZE / sizeof(uint64_t); i++)
 		any |= words[i];
 	return any == 0;
-}
-
-/* One page into the content checksum (snapshot_memory.h): zero pages do not count. */
-static void checksum_page(XXH3_state_t *state, uint64_t index, const uint8_t *page)
-{
-	uint8_t le_index[8];
-
-	if (page_is_zero(page))
-		return;
-	for (unsigned i = 0; i < 8; i++)
-		le_index[i] = (uint8_t)(index >> (8 * i));
-	XXH3_64bits_update(state, le_index, sizeof(le_index));
-	XXH3_64bits_update(state, page, GUEST_PAGE_SIZE);
 }
 
 static void put_le(uint8_t *p, uint64_t v, unsigned bytes)
@@ -61,6 +48,32 @@ static uint64_t get_le(const uint8_t *p, unsigned bytes)
 	for (unsigned i = 0; i < bytes; i++)
 		v |= (uint64_t)p[i] << (8 * i);
 	return v;
+}
+
+/* One page into the content checksum (snapshot_memory.h): a full file's zero pages do
+ * not count, a diff's all do. */
+static void checksum_page(XXH3_state_t *state, uint64_t index, const uint8_t *page, bool diff)
+{
+	uint8_t le_index[8];
+
+	if (!diff && page_is_zero(page))
+		return;
+	put_le(le_index, index, sizeof(le_index));
+	XXH3_64bits_update(state, le_index, sizeof(le_index));
+	XXH3_64bits_update(state, page, GUEST_PAGE_SIZE);
+}
+
+/* A diff's page bitmap in the file: a bit a page, padded to whole pages. */
+static uint64_t bitmap_bytes_for(uint64_t guest_bytes)
+{
+	uint64_t bytes = (guest_bytes / GUEST_PAGE_SIZE + 7) / 8;
+
+	return (bytes + GUEST_PAGE_SIZE - 1) & ~(uint64_t)(GUEST_PAGE_SIZE - 1);
+}
+
+static bool bit_is_set(const uint8_t *bitmap, uint64_t page)
+{
+	return (bitmap[page / 8] >> (page % 8)) & 1;
 }
 
 int snapshot_memory_new_id(uint8_t id[SNAPSHOT_ID_SIZE])
@@ -89,7 +102,7 @@ static void trailer_encode(const struct snapshot_memory_identity *identity,
 	memcpy(trailer + 24, identity->id, SNAPSHOT_ID_SIZE);
 	memcpy(trailer + 40, identity->base_id, SNAPSHOT_ID_SIZE);
 	put_le(trailer + 56, identity->content_checksum, 8);
-	put_le(trailer + 64, 0, 4); /* reserved */
+	put_le(trailer + 64, identity->bitmap_bytes, 8);
 	put_le(trailer + TRAILER_CHECKED_BYTES, crc32(0L, trailer, TRAILER_CHECKED_BYTES), 4);
 }
 
@@ -99,7 +112,6 @@ static bool trailer_decode(const uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE],
 {
 	if (memcmp(trailer, TRAILER_MAGIC, sizeof(TRAILER_MAGIC)) != 0 ||
 	    get_le(trailer + 8, 4) != TRAILER_VERSION || get_le(trailer + 12, 4) > 1 ||
-	    get_le(trailer + 64, 4) != 0 ||
 	    get_le(trailer + TRAILER_CHECKED_BYTES, 4) != crc32(0L, trailer, TRAILER_CHECKED_BYTES))
 		return false;
 	for (unsigned i = TRAILER_CHECKED_BYTES + 4; i < SNAPSHOT_MEMORY_TRAILER_SIZE; i++)
@@ -110,6 +122,7 @@ static bool trailer_decode(const uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE],
 	memcpy(identity->id, trailer + 24, SNAPSHOT_ID_SIZE);
 	memcpy(identity->base_id, trailer + 40, SNAPSHOT_ID_SIZE);
 	identity->content_checksum = get_le(trailer + 56, 8);
+	identity->bitmap_bytes = get_le(trailer + 64, 8);
 	return true;
 }
 
@@ -152,6 +165,21 @@ static bool page_wanted(const struct guest_memory *mem, const uint64_t *dirty, u
 	return !page_is_zero(mem->base + page * GUEST_PAGE_SIZE);
 }
 
+/* The dirty words as the file's bitmap (a byte order of its own) at offset. */
+static int write_bitmap(int fd, const uint64_t *dirty, uint64_t pages, uint64_t offset,
+			uint64_t bitmap_bytes)
+{
+	uint8_t *bitmap = calloc(1, bitmap_bytes);
+
+	if (!bitmap)
+		return -ENOMEM;
+	for (uint64_t word = 0; word < (pages + 63) / 64; word++)
+		put_le(bitmap + word * 8, dirty[word], 8);
+	int ret = write_all(fd, bitmap, bitmap_bytes, offset);
+	free(bitmap);
+	return ret;
+}
+
 int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty, int fd,
 			  struct snapshot_memory_identity *identity, const char *path,
 			  const struct mote_log *log)
@@ -160,7 +188,10 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 	int ret = 0;
 
 	XXH3_64bits_reset(&checksum);
-	if (ftruncate(fd, (off_t)(mem->size + SNAPSHOT_MEMORY_TRAILER_SIZE)) < 0) {
+	identity->guest_bytes = mem->size;
+	identity->bitmap_bytes = identity->diff ? bitmap_bytes_for(mem->size) : 0;
+	if (ftruncate(fd, (off_t)(mem->size + identity->bitmap_bytes +
+				  SNAPSHOT_MEMORY_TRAILER_SIZE)) < 0) {
 		ret = -errno;
 		log_error(log, "memory file %s: %s", path, strerror(errno));
 		return ret;
@@ -179,7 +210,7 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 			bool wanted = page_wanted(mem, dirty, offset / GUEST_PAGE_SIZE);
 			if (wanted)
 				checksum_page(&checksum, offset / GUEST_PAGE_SIZE,
-					      mem->base + offset);
+					      mem->base + offset, dirty != NULL);
 			if (wanted && run_len == 0)
 				run_start = offset;
 			if (wanted)
@@ -194,13 +225,15 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 		if (!ret && run_len)
 			ret = write_all(fd, mem->base + run_start, run_len, run_start);
 	}
+	if (!ret && dirty)
+		ret = write_bitmap(fd, dirty, snapshot_memory_pages(mem), mem->size,
+				   identity->bitmap_bytes);
 	if (!ret) {
 		uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE];
 
-		identity->guest_bytes = mem->size;
 		identity->content_checksum = XXH3_64bits_digest(&checksum);
 		trailer_encode(identity, trailer);
-		ret = write_all(fd, trailer, sizeof(trailer), mem->size);
+		ret = write_all(fd, trailer, sizeof(trailer), mem->size + identity->bitmap_bytes);
 	}
 	if (!ret && fdatasync(fd) < 0)
 		ret = -errno;
@@ -216,21 +249,28 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 	uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE];
 	struct stat st;
 
+	uint64_t full_size = guest_bytes + SNAPSHOT_MEMORY_TRAILER_SIZE;
+	uint64_t diff_size = full_size + bitmap_bytes_for(guest_bytes);
+
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    (uint64_t)st.st_size != guest_bytes + SNAPSHOT_MEMORY_TRAILER_SIZE) {
+	    ((uint64_t)st.st_size != full_size && (uint64_t)st.st_size != diff_size)) {
 		log_error(log,
 			  "memory file %s: not a regular file of %llu bytes (the snapshot's "
-			  "%llu bytes of guest memory and a %u-byte trailer)",
-			  path, (unsigned long long)(guest_bytes + SNAPSHOT_MEMORY_TRAILER_SIZE),
-			  (unsigned long long)guest_bytes, SNAPSHOT_MEMORY_TRAILER_SIZE);
+			  "%llu bytes of guest memory and a %u-byte trailer), nor a diff of "
+			  "%llu",
+			  path, (unsigned long long)full_size, (unsigned long long)guest_bytes,
+			  SNAPSHOT_MEMORY_TRAILER_SIZE, (unsigned long long)diff_size);
 		return -EINVAL;
 	}
-	int ret = file_read_at(fd, trailer, sizeof(trailer), guest_bytes);
+	uint64_t trailer_at = (uint64_t)st.st_size - SNAPSHOT_MEMORY_TRAILER_SIZE;
+	int ret = file_read_at(fd, trailer, sizeof(trailer), trailer_at);
 	if (ret) {
 		log_error(log, "memory file %s: reading its trailer: %s", path, strerror(-ret));
 		return ret;
 	}
-	if (!trailer_decode(trailer, identity) || identity->guest_bytes != guest_bytes) {
+	if (!trailer_decode(trailer, identity) || identity->guest_bytes != guest_bytes ||
+	    identity->bitmap_bytes != (identity->diff ? bitmap_bytes_for(guest_bytes) : 0) ||
+	    guest_bytes + identity->bitmap_bytes != trailer_at) {
 		log_error(log,
 			  "memory file %s: its trailer is not a mote memory file's (damaged, or "
 			  "written by another version of mote)",
@@ -240,25 +280,62 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 	return 0;
 }
 
-int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identity,
-			   const char *path, const struct mote_log *log)
+/* Reads a diff's bitmap (identity->bitmap_bytes after the RAM) into a new buffer.
+ * -EINVAL for bits past the guest's pages, which no monitor writes. */
+static int read_bitmap(int fd, const struct snapshot_memory_identity *identity,
+		       uint8_t **bitmap_out, const char *path, const struct mote_log *log)
 {
-	uint64_t size = identity->guest_bytes, next_page = 0;
-	uint8_t *run = malloc(VERIFY_RUN_MAX);
-	XXH3_state_t checksum;
+	uint64_t pages = identity->guest_bytes / GUEST_PAGE_SIZE;
+	uint8_t *bitmap = malloc(identity->bitmap_bytes);
+
+	*bitmap_out = NULL;
+	if (!bitmap)
+		return -ENOMEM;
+	int ret = file_read_at(fd, bitmap, identity->bitmap_bytes, identity->guest_bytes);
+	if (ret) {
+		log_error(log, "diff memory file %s: reading its page bitmap: %s", path,
+			  strerror(-ret));
+		free(bitmap);
+		return ret;
+	}
+	for (uint64_t bit = pages; bit < identity->bitmap_bytes * 8; bit++) {
+		if (bit_is_set(bitmap, bit)) {
+			log_error(log,
+				  "diff memory file %s: its page bitmap names pages past the "
+				  "guest's memory (damaged)",
+				  path);
+			free(bitmap);
+			return -EINVAL;
+		}
+	}
+	*bitmap_out = bitmap;
+	return 0;
+}
+
+/* The next run of set bits at or after *page, at most max_pages long: its first page
+ * and length in pages (0 when none is left). */
+static uint64_t next_run(const uint8_t *bitmap, uint64_t pages, uint64_t *page, uint64_t max_pages)
+{
+	while (*page < pages && !bit_is_set(bitmap, *page))
+		(*page)++;
+	uint64_t len = 0;
+	while (*page + len < pages && len < max_pages && bit_is_set(bitmap, *page + len))
+		len++;
+	return len;
+}
+
+/* The full file's checksum: its data extents, zero pages skipped. */
+static int checksum_full(int fd, uint64_t size, uint8_t *run, XXH3_state_t *checksum)
+{
+	uint64_t next_page = 0;
 	int ret = 0;
 
-	if (!run)
-		return -ENOMEM;
-	XXH3_64bits_reset(&checksum);
 	while (next_page < size && !ret) {
 		off_t data = lseek(fd, (off_t)next_page, SEEK_DATA);
 		if (data < 0 && errno == ENXIO)
 			break;
-		if (data < 0) {
-			ret = -errno;
-			break;
-		}
+		if (data < 0)
+			return -errno;
 		if ((uint64_t)data >= size)
 			break;
 		off_t hole = lseek(fd, data, SEEK_HOLE);
@@ -271,15 +348,57 @@ int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identi
 		if (end > size)
 			end = size;
 		while (offset < end && !ret) {
-			uint64_t len =
-			    end - offset < VERIFY_RUN_MAX ? end - offset : VERIFY_RUN_MAX;
+			uint64_t len = end - offset < READ_RUN_MAX ? end - offset : READ_RUN_MAX;
 			ret = file_read_at(fd, run, len, offset);
 			for (uint64_t at = 0; at < len && !ret; at += GUEST_PAGE_SIZE)
-				checksum_page(&checksum, (offset + at) / GUEST_PAGE_SIZE, run + at);
+				checksum_page(checksum, (offset + at) / GUEST_PAGE_SIZE, run + at,
+					      false);
 			offset += len;
 		}
 		next_page = end > next_page ? end : next_page + GUEST_PAGE_SIZE;
 	}
+	return ret;
+}
+
+/* A diff's checksum: every page its bitmap names. */
+static int checksum_diff(int fd, const uint8_t *bitmap, uint64_t pages, uint8_t *run,
+			 XXH3_state_t *checksum)
+{
+	uint64_t page = 0, len;
+
+	while ((len = next_run(bitmap, pages, &page, READ_RUN_MAX / GUEST_PAGE_SIZE)) > 0) {
+		int ret = file_read_at(fd, run, len * GUEST_PAGE_SIZE, page * GUEST_PAGE_SIZE);
+		if (ret)
+			return ret;
+		for (uint64_t i = 0; i < len; i++)
+			checksum_page(checksum, page + i, run + i * GUEST_PAGE_SIZE, true);
+		page += len;
+	}
+	return 0;
+}
+
+int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identity,
+			   const char *path, const struct mote_log *log)
+{
+	uint8_t *run = malloc(READ_RUN_MAX), *bitmap = NULL;
+	XXH3_state_t checksum;
+	int ret = 0;
+
+	if (!run)
+		return -ENOMEM;
+	XXH3_64bits_reset(&checksum);
+	if (identity->diff) {
+		ret = read_bitmap(fd, identity, &bitmap, path, log);
+		if (ret) {
+			free(run);
+			return ret;
+		}
+		ret = checksum_diff(fd, bitmap, identity->guest_bytes / GUEST_PAGE_SIZE, run,
+				    &checksum);
+	} else {
+		ret = checksum_full(fd, identity->guest_bytes, run, &checksum);
+	}
+	free(bitmap);
 	free(run);
 	if (ret) {
 		log_error(log, "memory file %s: verifying it: %s", path, strerror(-ret));
@@ -295,33 +414,27 @@ int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identi
 	return 0;
 }
 
-int snapshot_memory_apply_diff(struct guest_memory *mem, int fd, const char *path,
+int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
+			       const struct snapshot_memory_identity *identity, const char *path,
 			       const struct mote_log *log)
 {
-	uint64_t offset = 0;
-	while (offset < mem->size) {
-		off_t data = lseek(fd, (off_t)offset, SEEK_DATA);
-		if (data < 0 && errno == ENXIO)
-			break;
-		if (data < 0) {
-			int err = -errno;
-			log_error(log, "diff memory file %s: %s", path, strerror(errno));
-			return err;
-		}
-		/* The trailer, and anything the file grew by since its size was checked, is
-		 * not guest memory. */
-		if ((uint64_t)data >= mem->size)
-			break;
-		off_t hole = lseek(fd, data, SEEK_HOLE);
-		uint64_t end = hole < 0 || (uint64_t)hole > mem->size ? mem->size : (uint64_t)hole;
-		if (end <= (uint64_t)data)
-			break;
-		int ret = file_read_at(fd, mem->base + data, end - (uint64_t)data, (uint64_t)data);
-		if (ret) {
+	uint64_t pages = snapshot_memory_pages(mem), page = 0, len;
+	uint8_t *bitmap;
+
+	if (identity->guest_bytes != mem->size || !identity->diff)
+		return -EINVAL;
+	int ret = read_bitmap(fd, identity, &bitmap, path, log);
+	if (ret)
+		return ret;
+	/* Straight into guest memory: the pages the bitmap names, holes or not (a hole
+	 * reads as the zeros the page held). */
+	while (!ret && (len = next_run(bitmap, pages, &page, UINT64_MAX)) > 0) {
+		ret = file_read_at(fd, mem->base + page * GUEST_PAGE_SIZE, len * GUEST_PAGE_SIZE,
+				   page * GUEST_PAGE_SIZE);
+		if (ret)
 			log_error(log, "diff memory file %s: %s", path, strerror(-ret));
-			return ret;
-		}
-		offset = end;
+		page += len;
 	}
-	return 0;
+	free(bitmap);
+	return ret;
 }

@@ -1,9 +1,14 @@
-/* Guest memory in a snapshot's memory file (issue 5): the RAM mapping byte for byte —
- * the first bytes of the file are the guest's RAM, page-aligned, so a restore maps them
- * MAP_PRIVATE as they are — with zero pages left as holes, then one trailer page. A
- * diff file has the same layout and holds only the pages written since the previous
- * snapshot; the rest are holes, and a restore copies its data extents over the full
- * file's pages.
+/* Guest memory in a snapshot's memory file (issue 5). The file starts with the guest's
+ * RAM byte for byte, page-aligned, so a restore maps it MAP_PRIVATE as it is, with
+ * zero pages left as holes; a trailer page ends it. A diff file has the same start and
+ * holds only the pages written since the previous snapshot, then a bitmap of those
+ * pages, then the trailer; a restore copies the pages the bitmap names over the older
+ * memory. The bitmap, not the holes, says which pages a diff holds: a diff copied with
+ * its holes filled in, or with its zero pages turned into holes, means the same.
+ *
+ *   full: RAM | trailer          diff: RAM | bitmap | trailer
+ *   bitmap: one bit per page, page i in byte i/8, bit i%8; padded with zeros to a
+ *           multiple of 4096 bytes
  *
  * The trailer says which snapshot the file belongs to (a random id, also in the state
  * file), for a diff which snapshot it applies on, and a checksum of the content, so a
@@ -12,12 +17,12 @@
  *
  *   "MOTEMEM\0" | u32 version | u32 kind (0 full, 1 diff) | u64 guest bytes |
  *   16 bytes snapshot id | 16 bytes base id (a diff's; zeros for a full file) |
- *   u64 content checksum | u32 CRC-32 of the 68 bytes before it | zeros to 4096
+ *   u64 content checksum | u64 bitmap bytes (0 for a full file) |
+ *   u32 CRC-32 of the 72 bytes before it | zeros to 4096             (little-endian)
  *
- * The content checksum is XXH3-64 over, for every page that is not all zeros, in
- * order, its index (u64, little-endian) and its bytes. Zero pages do not count, so the
- * checksum does not depend on which of them are holes (a copy made with or without
- * --sparse verifies alike). */
+ * The content checksum is XXH3-64 over pages in order, each as its index (u64,
+ * little-endian) then its bytes: for a full file every page that is not all zeros (so
+ * holes or written zeros verify alike), for a diff every page its bitmap names. */
 #ifndef MOTE_SNAPSHOT_MEMORY_H
 #define MOTE_SNAPSHOT_MEMORY_H
 
@@ -43,22 +48,24 @@ struct snapshot_memory_identity {
 	uint8_t base_id[SNAPSHOT_ID_SIZE]; /* a diff's: the snapshot it applies on */
 	uint64_t guest_bytes;
 	uint64_t content_checksum;
+	uint64_t bitmap_bytes; /* a diff's page bitmap, after the RAM; 0 for a full file */
 };
 
 /* Fills id with random bytes (getrandom); 0 or a negative errno. */
 int snapshot_memory_new_id(uint8_t id[SNAPSHOT_ID_SIZE]);
 
-/* Writes mem into fd (an empty regular file): every non-zero page, or with a bitmap
- * only the pages it marks, zero or not (a page the guest cleared must override the
- * older file); then the trailer of identity (its diff flag and ids; the size and the
- * checksum are filled in here). 0 or a negative errno, with a message naming path. */
+/* Writes mem into fd (an empty regular file): every non-zero page, or for a diff
+ * (dirty, identity->diff) the pages dirty marks, zero or not (a page the guest cleared
+ * must override the older memory), and dirty itself; then the trailer of identity (its
+ * diff flag and ids; sizes and checksum are filled in here). 0 or a negative errno,
+ * with a message naming path. */
 int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty, int fd,
 			  struct snapshot_memory_identity *identity, const char *path,
 			  const struct mote_log *log);
 
-/* Reads and checks the trailer of the memory file fd: a regular file of guest_bytes
- * plus the trailer, whose trailer is intact and names that size. 0, or -EINVAL with a
- * message naming path. */
+/* Reads and checks the trailer of the memory file fd: a regular file of guest_bytes,
+ * a diff's bitmap and the trailer, whose trailer is intact and names those sizes. 0,
+ * or -EINVAL with a message naming path. */
 int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 				  struct snapshot_memory_identity *identity, const char *path,
 				  const struct mote_log *log);
@@ -69,9 +76,11 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identity,
 			   const char *path, const struct mote_log *log);
 
-/* Copies the data extents of a diff file (fd, whose identity was read) into mem. A
- * negative errno from the host, with a message naming path. */
-int snapshot_memory_apply_diff(struct guest_memory *mem, int fd, const char *path,
+/* Copies the pages a diff file (fd, whose identity was read) names into mem. -EINVAL
+ * for a bitmap that names pages past the guest's, another negative errno from the
+ * host, with a message naming path. */
+int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
+			       const struct snapshot_memory_identity *identity, const char *path,
 			       const struct mote_log *log);
 
 #endif

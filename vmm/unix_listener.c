@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Whether some process accepts connections on the socket at address. The probe does
@@ -27,11 +28,20 @@ static bool socket_is_served(const struct sockaddr_un *address)
 	return served;
 }
 
-/* How long a process waits for another one's claim of the same directory: a claim
- * takes a few system calls, so only a process that holds the lock on purpose (flock(1)
- * on /tmp, say) makes this run out. */
-#define DIRECTORY_LOCK_TRIES 1000
+/* How long a process waits for others' claims in the same directory: a claim takes a
+ * few system calls, so even hundreds of copies claiming at once on a loaded host take
+ * far less, and only a process that holds the lock on purpose (flock(1) on /tmp, say)
+ * makes this run out. */
+#define DIRECTORY_LOCK_WAIT_NS (2 * 1000000000LL)
 #define DIRECTORY_LOCK_PAUSE_US 1000
+
+static int64_t monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
 
 /* Locks the directory that holds path, so that among processes that open sockets
  * there the stale check, the unlink, the bind and the listen happen one process at a
@@ -39,7 +49,8 @@ static bool socket_is_served(const struct sockaddr_un *address)
  * other's socket, bound and not listening yet, for stale, unlink it and bind its own,
  * and both would succeed, the first listening where no client can reach it. Returns
  * the locked directory's fd (closing it unlocks), -1 when the directory cannot be
- * opened for reading (then there is nothing to lock: unlocked, as before), or -EBUSY. */
+ * opened for reading or does not take flocks (NFS may refuse one on a read-only fd):
+ * then the claim goes unlocked, as before, and the race is back; or -EBUSY. */
 static int lock_directory_of(const char *path)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -54,7 +65,8 @@ static int lock_directory_of(const char *path)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	for (int i = 0; i < DIRECTORY_LOCK_TRIES; i++) {
+	int64_t deadline = monotonic_ns() + DIRECTORY_LOCK_WAIT_NS;
+	while (monotonic_ns() < deadline) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if (errno != EWOULDBLOCK && errno != EINTR) {

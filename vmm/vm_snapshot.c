@@ -480,6 +480,7 @@ struct vm_memory_files {
 	int mem_fd;
 	unsigned diff_count;
 	int diff_fds[MOTE_MAX_MEM_DIFFS];
+	struct snapshot_memory_identity diffs[MOTE_MAX_MEM_DIFFS];
 };
 
 static void vm_memory_files_close(struct vm_memory_files *files)
@@ -544,6 +545,8 @@ static int vm_memory_files_open(struct vm_memory_files *files,
 		if (config->verify_memory &&
 		    (ret = snapshot_memory_verify(fd, &identity, path, log)) != 0)
 			return ret;
+		if (i > 0)
+			files->diffs[i - 1] = identity;
 		previous = identity;
 		previous_path = path;
 	}
@@ -565,7 +568,7 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 	int ret = 0;
 
 	for (unsigned i = 0; i < files->diff_count && !ret; i++)
-		ret = snapshot_memory_apply_diff(&vm->mem, files->diff_fds[i],
+		ret = snapshot_memory_apply_diff(&vm->mem, files->diff_fds[i], &files->diffs[i],
 						 config->mem_diff_paths[i], &vm->log);
 	/* Every vCPU exists before the interrupt controllers are loaded: KVM_SET_IRQCHIP
 	 * asks each existing vCPU to rescan the IOAPIC for the level-triggered vectors whose

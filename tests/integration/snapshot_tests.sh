@@ -184,12 +184,27 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	expect_status 6
 	expect_in "$err" "s2-2.diff does not apply on"
 	[ ! -e "$uds" ] || fail "a refused restore created the vsock socket"
-	# The right chain, read whole and checked against its checksums first.
+	# The right chain, read whole and checked against its checksums first. The restored
+	# VM then takes a diff of its own, which applies on the chain it came from.
+	rm -f "$api"
 	snap_restore s2d --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-2.diff" \
-		--verify-memory
+		--verify-memory --api-sock "$api" --track-dirty-pages
+	local restored=$snap_vm
 	snap_exec "$uds" s2-dsum md5sum /tmp/a /tmp/b
+	snap_exec "$uds" s2-c sh -c 'dd if=/dev/urandom of=/tmp/c bs=64k count=16 2>/dev/null && md5sum /tmp/c'
+	[ "$status" -eq 0 ] || { abandon "$restored" "writing /tmp/c: $(cat "$WORK/s2-c.stderr")"; return; }
+	snap_ctl s2-diff2 snapshot --api-sock "$api" --state "$WORK/s2-4.state" --mem "$WORK/s2-4.diff" --diff --resume
+	[ $ctl_status -eq 0 ] || { abandon "$restored" "diff of the restored VM: $(cat "$WORK/s2-diff2.ctl")"; return; }
 	snap_end "$uds" s2d
 	expect_status 0
+	rm -f "$uds" "$api"
+	snap_restore s2d2 --snapshot "$WORK/s2-4.state" --mem "$WORK/s2-1.mem" \
+		--mem-diff "$WORK/s2-2.diff" --mem-diff "$WORK/s2-4.diff"
+	snap_exec "$uds" s2-d2sum md5sum /tmp/c
+	snap_end "$uds" s2d2
+	expect_status 0
+	[ "$(grep . "$WORK/s2-d2sum.stdout")" = "$(grep . "$WORK/s2-c.stdout")" ] ||
+		fail "full + diff + the restored VM's diff sees other memory: $(cat "$WORK/s2-d2sum.stdout" "$WORK/s2-d2sum.stderr")"
 	rm -f "$uds"
 	snap_restore s2f --snapshot "$WORK/s2-3.state" --mem "$WORK/s2-3.mem"
 	snap_exec "$uds" s2-fsum md5sum /tmp/a /tmp/b

@@ -1,7 +1,8 @@
 /* Memory files of snapshots (vmm/snapshot_memory.h): what a snapshot writes reads back
- * with its identity, a changed page or a damaged trailer is found, and whether zero
- * pages are holes or not does not matter. */
+ * with its identity, a changed page, bitmap bit or trailer is found, and whether zero
+ * pages are holes or not changes nothing, in a full file or a diff. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,41 +181,116 @@ static void a_damaged_trailer_or_a_file_of_another_size_is_refused(void **state)
 			 -EINVAL);
 }
 
+/* The guest after a full snapshot: page 300 zeroed, page 7 written; a diff of those
+ * two pages into diff_fd, applying on full. */
+static void write_diff(struct fixture *f, const struct snapshot_memory_identity *full, int diff_fd,
+		       struct snapshot_memory_identity *diff)
+{
+	size_t words = (snapshot_memory_pages(&f->mem) + 63) / 64;
+	uint64_t *dirty = calloc(words, sizeof(uint64_t));
+
+	memset(f->mem.base + 300 * GUEST_PAGE_SIZE, 0, GUEST_PAGE_SIZE);
+	memset(f->mem.base + 7 * GUEST_PAGE_SIZE, 0x33, GUEST_PAGE_SIZE);
+	dirty[300 / 64] |= 1ULL << (300 % 64);
+	dirty[0] |= 1ULL << 7;
+	*diff = (struct snapshot_memory_identity){.diff = true};
+	memcpy(diff->base_id, full->id, SNAPSHOT_ID_SIZE);
+	assert_int_equal(snapshot_memory_new_id(diff->id), 0);
+	assert_int_equal(snapshot_memory_write(&f->mem, dirty, diff_fd, diff, "d.mem", NULL), 0);
+	free(dirty);
+}
+
+/* The full file's memory with the diff laid over it equals the guest's memory now. */
+static void assert_diff_restores_the_guest(struct fixture *f, int diff_fd)
+{
+	struct snapshot_memory_identity read;
+	struct guest_memory older;
+
+	assert_int_equal(snapshot_memory_read_identity(diff_fd, GUEST_BYTES, &read, "d.mem", NULL),
+			 0);
+	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), 0);
+	assert_int_equal(guest_memory_create(&older, GUEST_BYTES, NULL), 0);
+	assert_int_equal(pread(f->fd, older.base, GUEST_BYTES, 0), GUEST_BYTES);
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, "d.mem", NULL), 0);
+	assert_memory_equal(older.base, f->mem.base, GUEST_BYTES);
+	guest_memory_destroy(&older);
+}
+
 /* A diff holds exactly the pages of its bitmap, a page the guest zeroed included, names
  * the snapshot it applies on, and laid over the older memory gives the newer one. */
 static void a_diff_holds_its_pages_names_its_base_and_applies(void **state)
 {
 	struct fixture *f = *state;
-	struct snapshot_memory_identity full, diff = {.diff = true}, read;
-	size_t words = (snapshot_memory_pages(&f->mem) + 63) / 64;
-	uint64_t *dirty = calloc(words, sizeof(uint64_t));
+	struct snapshot_memory_identity full, diff, read;
 	int diff_fd = temp_file();
 
 	write_full(f, &full);
-	/* The guest zeroes page 300 and writes page 7. */
-	memset(f->mem.base + 300 * GUEST_PAGE_SIZE, 0, GUEST_PAGE_SIZE);
-	memset(f->mem.base + 7 * GUEST_PAGE_SIZE, 0x33, GUEST_PAGE_SIZE);
-	dirty[300 / 64] |= 1ULL << (300 % 64);
-	dirty[0] |= 1ULL << 7;
-	memcpy(diff.base_id, full.id, SNAPSHOT_ID_SIZE);
-	assert_int_equal(snapshot_memory_new_id(diff.id), 0);
-	assert_int_equal(snapshot_memory_write(&f->mem, dirty, diff_fd, &diff, "d.mem", NULL), 0);
-
+	write_diff(f, &full, diff_fd, &diff);
 	assert_int_equal(snapshot_memory_read_identity(diff_fd, GUEST_BYTES, &read, "d.mem", NULL),
 			 0);
 	assert_true(read.diff);
 	assert_memory_equal(read.base_id, full.id, SNAPSHOT_ID_SIZE);
 	assert_memory_equal(read.id, diff.id, SNAPSHOT_ID_SIZE);
-	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), 0);
+	assert_diff_restores_the_guest(f, diff_fd);
+	close(diff_fd);
+}
 
-	/* The older memory (the full file's), with the diff laid over it. */
+/* Which pages a diff holds is its bitmap's to say, not its holes': a copy with every
+ * hole filled in must not zero the pages it does not hold, and a zeroed page turned
+ * into a hole must still zero the older page. */
+static void a_diff_means_the_same_with_its_holes_filled_or_dug(void **state)
+{
+	struct fixture *f = *state;
+	struct snapshot_memory_identity full, diff;
+	int diff_fd = temp_file();
+
+	write_full(f, &full);
+	write_diff(f, &full, diff_fd, &diff);
+	struct stat st;
+	assert_int_equal(fstat(diff_fd, &st), 0);
+	uint8_t *whole = malloc((size_t)st.st_size);
+	assert_int_equal(pread(diff_fd, whole, (size_t)st.st_size, 0), st.st_size);
+
+	int dense = temp_file();
+	assert_int_equal(pwrite(dense, whole, (size_t)st.st_size, 0), st.st_size);
+	assert_diff_restores_the_guest(f, dense);
+	close(dense);
+
+	int dug = temp_file();
+	assert_int_equal(pwrite(dug, whole, (size_t)st.st_size, 0), st.st_size);
+	assert_int_equal(fallocate(dug, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				   300 * GUEST_PAGE_SIZE, GUEST_PAGE_SIZE),
+			 0);
+	assert_diff_restores_the_guest(f, dug);
+	close(dug);
+	free(whole);
+	close(diff_fd);
+}
+
+/* A bit changed in a diff's bitmap adds or drops a page: verification finds it, and a
+ * bit past the guest's pages is refused before any page is copied. */
+static void a_changed_diff_bitmap_is_found(void **state)
+{
+	struct fixture *f = *state;
+	struct snapshot_memory_identity full, diff, read;
+	int diff_fd = temp_file();
 	struct guest_memory older;
+
+	write_full(f, &full);
+	write_diff(f, &full, diff_fd, &diff);
+	assert_int_equal(snapshot_memory_read_identity(diff_fd, GUEST_BYTES, &read, "d.mem", NULL),
+			 0);
+	uint64_t pages = GUEST_BYTES / GUEST_PAGE_SIZE;
+	flip_byte(diff_fd, GUEST_BYTES + 9 / 8); /* page 8's bit: a page not in the diff */
+	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), -EINVAL);
+	flip_byte(diff_fd, GUEST_BYTES + 9 / 8);
+	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), 0);
+	flip_byte(diff_fd, GUEST_BYTES + pages / 8); /* the first bit past the last page */
 	assert_int_equal(guest_memory_create(&older, GUEST_BYTES, NULL), 0);
-	assert_int_equal(pread(f->fd, older.base, GUEST_BYTES, 0), GUEST_BYTES);
-	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, "d.mem", NULL), 0);
-	assert_memory_equal(older.base, f->mem.base, GUEST_BYTES);
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, "d.mem", NULL),
+			 -EINVAL);
+	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), -EINVAL);
 	guest_memory_destroy(&older);
-	free(dirty);
 	close(diff_fd);
 }
 
@@ -229,6 +305,8 @@ int main(void)
 	    TEST(a_copy_with_its_holes_filled_verifies),
 	    TEST(a_damaged_trailer_or_a_file_of_another_size_is_refused),
 	    TEST(a_diff_holds_its_pages_names_its_base_and_applies),
+	    TEST(a_diff_means_the_same_with_its_holes_filled_or_dug),
+	    TEST(a_changed_diff_bitmap_is_found),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
