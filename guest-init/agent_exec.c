@@ -299,6 +299,7 @@ out:
 
 static void stdin_close(struct exec_state *e)
 {
+	e->stdin_taken += e->stdin_len; /* dropped: the client may send that much more */
 	close_fd(&e->in_fd);
 	free(e->stdin_buf);
 	e->stdin_buf = NULL;
@@ -314,8 +315,10 @@ static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
 	do
 		n = write(e->in_fd, data, len);
 	while (n < 0 && errno == EINTR);
-	if (n >= 0)
+	if (n >= 0) {
+		e->stdin_taken += (size_t)n;
 		return (size_t)n;
+	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
 		stdin_close(e);
 	return 0;
@@ -331,9 +334,13 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 		return FRAME_DONE;
 	}
 	/* A command that ended (or closed its stdin) just before this frame came: it has
-	 * nowhere to go, and is no error. */
-	if (!r || r->exec.in_fd < 0 || r->exec.stdin_eof)
+	 * nowhere to go, and is no error. Dropped bytes count as taken. */
+	if (!r)
 		return FRAME_DONE;
+	if (r->exec.in_fd < 0 || r->exec.stdin_eof) {
+		r->exec.stdin_taken += h->length;
+		return FRAME_DONE;
+	}
 	struct exec_state *e = &r->exec;
 	if (h->type == AGENT_STDIN_EOF) {
 		e->stdin_eof = true;
@@ -508,14 +515,36 @@ static void send_exit(struct agent_conn *c, struct request *r)
 	conn_send(c, AGENT_EXIT, r->id, payload, sizeof(payload));
 }
 
+/* Tells the client how much stdin left the command's queue (into its pipe, or
+ * dropped), so that it may send that much more (AGENT_STDIN_WINDOW). */
+static enum progress_wait report_stdin_taken(struct agent_conn *c, struct request *r)
+{
+	struct exec_state *e = &r->exec;
+	uint8_t payload[4];
+
+	if (e->stdin_taken == 0)
+		return WAIT_EVENTS;
+	/* Any room will do, the reserve included (frames are parsed again only once the
+	 * reserve is free): so the report always goes before EXIT, which needs more. */
+	if (conn_out_free(c) < AGENT_HEADER_SIZE + sizeof(payload))
+		return WAIT_ROOM;
+	uint32_t taken = e->stdin_taken > UINT32_MAX ? UINT32_MAX : (uint32_t)e->stdin_taken;
+	agent_le32_put(payload, taken);
+	conn_send(c, AGENT_STDIN_TAKEN, r->id, payload, sizeof(payload));
+	e->stdin_taken -= taken;
+	return WAIT_EVENTS;
+}
+
 enum progress_wait exec_progress(struct agent_conn *c, struct request *r)
 {
 	struct exec_state *e = &r->exec;
+	enum progress_wait reported = report_stdin_taken(c, r);
 
 	if (!e->exited) {
 		reap(e);
 		if (!e->exited)
-			return e->pidfd < 0 ? WAIT_TIMER : WAIT_EVENTS;
+			return (enum progress_wait)(reported |
+						    (e->pidfd < 0 ? WAIT_TIMER : WAIT_EVENTS));
 		e->drain_left = DRAIN_AFTER_EXIT;
 	}
 	drain(c, r, &e->out_fd, AGENT_STDOUT, &e->drain_left);

@@ -23,7 +23,7 @@
 #define OUT_RESERVE 2048u
 #define OUT_CAP (4u * (AGENT_HEADER_SIZE + AGENT_CHUNK_MAX) + OUT_RESERVE)
 #define IN_CAP (AGENT_HEADER_SIZE + AGENT_MAX_PAYLOAD)
-#define STDIN_CAP AGENT_MAX_PAYLOAD
+#define STDIN_CAP AGENT_STDIN_WINDOW
 
 enum request_kind {
 	REQUEST_FREE,
@@ -43,7 +43,8 @@ struct exec_state {
 	bool stdin_eof;
 	uint8_t *stdin_buf; /* queued stdin not yet taken by the command */
 	size_t stdin_len;
-	size_t drain_left; /* output still forwarded after the exit (DRAIN_AFTER_EXIT) */
+	size_t stdin_taken; /* bytes taken (or dropped) since the last STDIN_TAKEN */
+	size_t drain_left;  /* output still forwarded after the exit (DRAIN_AFTER_EXIT) */
 };
 
 struct upload_state {

@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define AGENT_PROTOCOL_VERSION 1
+/* 2: STDIN_TAKEN, and clients keep their stdin in flight within AGENT_STDIN_WINDOW. */
+#define AGENT_PROTOCOL_VERSION 2
 #define AGENT_DEFAULT_PORT 52
 
 #define AGENT_HEADER_SIZE 12
@@ -29,6 +30,10 @@
 #define AGENT_PATH_MAX 4096		 /* bytes of a path, without a terminator */
 #define AGENT_MESSAGE_MAX 256		 /* bytes of an ERROR or EXEC_FAILED message */
 #define AGENT_HOSTNAME_MAX 64
+/* Stdin bytes a client may have sent for one command and not yet seen reported in
+ * STDIN_TAKEN. The agent queues that much per command, so every STDIN frame fits and
+ * never holds up the frames behind it (a SIGNAL above all). */
+#define AGENT_STDIN_WINDOW (256u * 1024u)
 
 enum agent_frame_type {
 	/* client to agent */
@@ -53,6 +58,7 @@ enum agent_frame_type {
 	AGENT_EXEC_FAILED = 0x87,
 	AGENT_DATA = 0x88,
 	AGENT_END = 0x89,
+	AGENT_STDIN_TAKEN = 0x8a,
 };
 
 #define AGENT_EXEC_ENV_REPLACE 0x1u /* EXEC flags: env is the whole environment */

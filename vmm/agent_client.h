@@ -145,9 +145,10 @@ struct mote_agent_result {
  * error, -E2BIG (arguments and environment over the agent's 256 KiB frame), an
  * error the agent answered the request with, or a broken connection; -ECANCELED when
  * a signal from exec->signal_fd could not be sent within 5 s because the agent took no
- * data (a command that does not read the stdin sent to it): the connection is then
- * given up, which ends the command, and result->code holds the signal. (A signal sent
- * but still in the buffers on the way to the agent is not noticed.)
+ * data (a guest that stopped serving): the connection is then given up, which ends the
+ * command, and result->code holds the signal. Stdin is kept within the agent's window
+ * (256 KiB not yet taken by the command), so a command that leaves its stdin unread
+ * does not hold signals back.
  * result->timed_out is set whenever timeout_ms passed, even if an error followed. */
 MOTE_API int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
 			     struct mote_agent_result *result);

@@ -33,6 +33,10 @@ struct exec_run {
 	struct mote_agent_result *result;
 	uint32_t id;
 	bool stdin_open;
+	/* Stdin sent and not yet reported taken by the agent: kept within
+	 * AGENT_STDIN_WINDOW, so the agent never stops reading this connection for it and a
+	 * SIGNAL sent after it is taken at once. */
+	uint64_t stdin_in_flight;
 	bool done;
 	int error;	    /* the call's error, once it has one */
 	int callback_error; /* a callback failed: the command is being killed */
@@ -191,6 +195,14 @@ static void take_frame(struct exec_run *run, const struct agent_frame *f)
 	case AGENT_STDERR:
 		output(run, run->ex->on_stderr, f);
 		return;
+	case AGENT_STDIN_TAKEN:
+		if (f->h.length != 4 || agent_le32_get(f->payload) > run->stdin_in_flight) {
+			run->error =
+			    agent_fail(run->a, -EPROTO, "the agent sent a malformed STDIN_TAKEN");
+			return;
+		}
+		run->stdin_in_flight -= agent_le32_get(f->payload);
+		return;
 	case AGENT_EXIT:
 		take_exit(run, f);
 		return;
@@ -228,6 +240,7 @@ static void forward_stdin(struct exec_run *run, short revents)
 	agent_header_encode(
 	    p, &(struct agent_header){.length = (uint32_t)n, .type = AGENT_STDIN, .id = run->id});
 	a->out_end += AGENT_HEADER_SIZE + (size_t)n;
+	run->stdin_in_flight += (uint64_t)n;
 }
 
 static void forward_signal(struct exec_run *run)
@@ -318,8 +331,9 @@ static void exec_step(struct exec_run *run)
 	fds[0] = (struct pollfd){.fd = a->fd, .events = POLLIN};
 	if (a->out_end > a->out_start)
 		fds[0].events |= POLLOUT;
-	/* Backpressure: stdin is read only while a chunk fits in the output queue. */
-	if (run->stdin_open &&
+	/* Backpressure: stdin is read only while a chunk fits in the output queue and in
+	 * the agent's window. */
+	if (run->stdin_open && run->stdin_in_flight + AGENT_CHUNK_MAX <= AGENT_STDIN_WINDOW &&
 	    agent_out_free(a) >= AGENT_HEADER_SIZE + AGENT_CHUNK_MAX + CONTROL_ROOM) {
 		stdin_at = (int)n;
 		fds[n++] = (struct pollfd){.fd = run->ex->stdin_fd, .events = POLLIN};

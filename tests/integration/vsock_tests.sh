@@ -150,6 +150,22 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	local exec_status=$status
 	agent_exec a1-missing /no/such/program
 	local missing_status=$status
+	# A signal reaches a command that leaves its stdin unread, however much stdin waits
+	# for it (mote keeps within the agent's stdin window): the command traps it and ends
+	# as it chooses. (Before the window the signal waited behind the stdin, and mote gave
+	# up the connection after 5 s with 143.)
+	"$MOTE_PATTERN" write "$WORK/a1.stdin" 0 8388608 5 >/dev/null || fail "cannot write the stdin file"
+	"$MOTE_BIN" exec --vsock "$uds" -- sh -c 'trap "echo got TERM; kill \$!; exit 7" TERM; echo ready; sleep 100 & wait' \
+		<"$WORK/a1.stdin" >"$WORK/a1-sig.stdout" 2>"$WORK/a1-sig.stderr" 3>&- &
+	local sig_pid=$! i
+	for i in $(seq 1 1200); do
+		grep -q ready "$WORK/a1-sig.stdout" && break
+		sleep 0.1
+	done
+	sleep 2 # the stdin piles up in the window meanwhile
+	kill -TERM $sig_pid
+	finish $sig_pid
+	local sig_status=$?
 	local files
 	files=$(awk '/^Max open files/ { print $4, $5 }' "/proc/$agent_vm/limits")
 	agent_vm_stop a1
@@ -158,6 +174,8 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	[ "$(cat "$WORK/a1-exec.stdout")" = out ] || fail "stdout was '$(cat "$WORK/a1-exec.stdout")'"
 	[ "$(cat "$WORK/a1-exec.stderr")" = err ] || fail "stderr was '$(cat "$WORK/a1-exec.stderr")'"
 	[ "$missing_status" -eq 127 ] || fail "a missing program gave $missing_status, expected 127"
+	[ "$sig_status" -eq 7 ] && grep -q "got TERM" "$WORK/a1-sig.stdout" ||
+		fail "the signal behind unread stdin: exit $sig_status, output '$(cat "$WORK/a1-sig.stdout")', $(tail -2 "$WORK/a1-sig.stderr")"
 	grep -q "/no/such/program" "$WORK/a1-missing.stderr" || fail "no message names the missing program"
 	# shellcheck disable=SC2086 # two numbers
 	set -- $files

@@ -135,7 +135,7 @@ static void connect_gets_the_hello(void **state)
 
 	connect_to_agent(f);
 	const struct mote_agent_info *info = mote_agent_info(f->agent);
-	assert_int_equal(info->version, 1);
+	assert_int_equal(info->version, AGENT_PROTOCOL_VERSION);
 	assert_int_equal(info->max_payload, AGENT_MAX_PAYLOAD);
 	assert_false(mote_agent_broken(f->agent));
 }
@@ -427,11 +427,11 @@ static int raise_later_on_ready(void *opaque, const void *data, size_t len)
 	return 0;
 }
 
-/* A command that does not read its stdin, fed more than the agent queues for it: the
- * agent stops reading the connection, and a signal queued behind that stdin would never
- * reach it. The client gives up after 5 s, closing the connection (which makes the
- * agent kill the command), and says which signal it was. */
-static void a_signal_the_agent_never_takes_gives_up_the_connection(void **state)
+/* A command that does not read its stdin, fed far more than the agent queues for it:
+ * the client keeps within the agent's stdin window, so the agent goes on reading the
+ * connection and a signal sent after all that stdin still reaches the command. (Before
+ * the window the agent stopped reading, and the client gave up the connection.) */
+static void a_signal_behind_stdin_the_command_never_reads_reaches_it(void **state)
 {
 	struct fixture *f = *state;
 	const char *argv[] = {"sh", "-c", "echo ready; exec sleep 1000", NULL};
@@ -456,14 +456,14 @@ static void a_signal_the_agent_never_takes_gives_up_the_connection(void **state)
 	exec.signal_fd = sfd;
 	exec.on_stdout = raise_later_on_ready;
 	exec.opaque = &raiser;
-	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), -ECANCELED);
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
 	pthread_join(raiser, NULL);
 	close(sfd);
 	close(in);
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	assert_int_equal(result.outcome, MOTE_AGENT_SIGNALED);
 	assert_int_equal(result.code, SIGUSR1);
-	assert_true(mote_agent_broken(f->agent));
-	assert_non_null(strstr(f->last_log, "could not be passed on"));
+	assert_false(mote_agent_broken(f->agent));
 }
 
 static void power_off_is_acknowledged(void **state)
@@ -601,8 +601,9 @@ static void other_protocol_version_is_refused(void **state)
 
 	f->fake.mode = WIRE_FAKE_RAW;
 	f->fake.raw = raw;
-	f->fake.raw_len = hello_frame(raw, sizeof(raw), 2);
-	expect_connect_error(f, -EPROTONOSUPPORT, "version 2");
+	/* The version before STDIN_TAKEN: its agent would never open the stdin window. */
+	f->fake.raw_len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION - 1);
+	expect_connect_error(f, -EPROTONOSUPPORT, "version 1, not 2");
 }
 
 static void oversized_frame_from_the_guest_is_a_protocol_error(void **state)
@@ -617,28 +618,49 @@ static void oversized_frame_from_the_guest_is_a_protocol_error(void **state)
 	expect_connect_error(f, -EPROTO, "frame of");
 }
 
-static void malformed_exit_breaks_the_connection(void **state)
+/* After HELLO the fake agent answers the first request (id 1) with one frame of type
+ * and u32 fields: the command fails with -EPROTO, the log says why, and the connection
+ * is broken for good. */
+static void expect_frame_breaks_the_connection(struct fixture *f, uint16_t type,
+					       const uint32_t *fields, size_t count,
+					       const char *words)
 {
-	struct fixture *f = *state;
 	const char *argv[] = {"true", NULL};
 	struct mote_agent_result result;
 	static uint8_t raw[256];
 	static struct streams io;
 	struct agent_writer w;
 
-	size_t len = hello_frame(raw, sizeof(raw), 1);
+	size_t len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION);
 	agent_writer_init(&w, raw + len, sizeof(raw) - len);
-	size_t at = agent_frame_open(&w, AGENT_EXIT, 1); /* the first request's id */
-	agent_put_u32(&w, 5);
-	agent_put_u32(&w, 0);
+	size_t at = agent_frame_open(&w, type, 1);
+	for (size_t i = 0; i < count; i++)
+		agent_put_u32(&w, fields[i]);
 	agent_frame_close(&w, at);
 	f->fake.mode = WIRE_FAKE_RAW;
 	f->fake.raw = raw;
 	f->fake.raw_len = len + w.len;
 	connect_to_agent(f);
 	assert_int_equal(run(f, argv, &io, -1, &result), -EPROTO);
+	assert_non_null(strstr(f->last_log, words));
 	assert_true(mote_agent_broken(f->agent));
 	assert_int_equal(run(f, argv, &io, -1, &result), -ENOTCONN);
+}
+
+static void malformed_exit_breaks_the_connection(void **state)
+{
+	const uint32_t exit_of_kind_5[] = {5, 0};
+
+	expect_frame_breaks_the_connection(*state, AGENT_EXIT, exit_of_kind_5, 2, "EXIT");
+}
+
+/* The command was sent no stdin at all. */
+static void stdin_taken_beyond_what_was_sent_breaks_the_connection(void **state)
+{
+	const uint32_t taken[] = {4096};
+
+	expect_frame_breaks_the_connection(*state, AGENT_STDIN_TAKEN, taken, 1,
+					   "malformed STDIN_TAKEN");
 }
 
 int main(void)
@@ -651,7 +673,7 @@ int main(void)
 	    T(stdin_fd_is_forwarded_and_ends_in_eof),
 	    T(timeout_kills_the_command),
 	    T(signals_from_the_signal_fd_are_forwarded),
-	    T(a_signal_the_agent_never_takes_gives_up_the_connection),
+	    T(a_signal_behind_stdin_the_command_never_reads_reaches_it),
 	    T(failing_callback_stops_the_command),
 	    T(fifty_mib_round_trip_through_the_client),
 	    T(agent_errors_keep_the_connection),
@@ -671,6 +693,7 @@ int main(void)
 	    T(other_protocol_version_is_refused),
 	    T(oversized_frame_from_the_guest_is_a_protocol_error),
 	    T(malformed_exit_breaks_the_connection),
+	    T(stdin_taken_beyond_what_was_sent_breaks_the_connection),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

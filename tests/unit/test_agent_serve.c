@@ -27,6 +27,7 @@ struct outcome {
 	char message[AGENT_MESSAGE_MAX + 1];
 	bool error;
 	uint32_t error_errno;
+	uint64_t stdin_taken; /* the sum of its STDIN_TAKEN reports */
 };
 
 static void append(char *buf, size_t cap, size_t *len, const uint8_t *data, size_t n)
@@ -64,6 +65,10 @@ static bool take_frame(const struct wire_frame *f, uint32_t id, struct outcome *
 		return false;
 	case AGENT_STDERR:
 		append(o->err, sizeof(o->err), &o->err_len, f->payload, f->h.length);
+		return false;
+	case AGENT_STDIN_TAKEN:
+		o->stdin_taken += agent_get_u32(&rd);
+		assert_true(agent_reader_done(&rd));
 		return false;
 	case AGENT_EXIT:
 		o->exited = true;
@@ -223,6 +228,8 @@ static void stdin_is_forwarded_until_eof(void **state)
 	collect(f, 2, &o);
 	assert_string_equal(o.out, "hello world\n");
 	assert_int_equal(o.value, 0);
+	/* Every byte was reported taken, so a client may send that much more. */
+	assert_int_equal(o.stdin_taken, 12);
 }
 
 /* 4 MiB through cat: stdin and stdout both flow-controlled, nothing lost. */
@@ -262,6 +269,7 @@ static void large_stdin_round_trips_through_cat(void **state)
 	assert_int_equal(o.out_total, total);
 	assert_true(o.out_hash == hash);
 	assert_int_equal(o.value, 0);
+	assert_int_equal(o.stdin_taken, total);
 }
 
 static void env_entries_are_added_to_the_agents_environment(void **state)
