@@ -353,6 +353,8 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 	size_t done = 0;
 	if (e->stdin_len == 0) {
 		done = stdin_write(e, payload, h->length);
+		if (e->in_fd < 0)
+			e->stdin_taken += h->length - done; /* the rest dropped: its stdin closed */
 		if (e->in_fd < 0 || done == h->length)
 			return FRAME_DONE;
 	}
@@ -360,6 +362,7 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 		e->stdin_buf = malloc(STDIN_CAP);
 		if (!e->stdin_buf) {
 			conn_send_error(c, h->id, h->type, ENOMEM, "no memory for stdin");
+			e->stdin_taken += h->length - done;
 			stdin_close(e);
 			return FRAME_DONE;
 		}

@@ -17,7 +17,7 @@
 /* Room kept free for control frames (STDIN_EOF, SIGNAL) next to a stdin chunk. */
 #define CONTROL_ROOM 256
 /* How long a forwarded signal may wait in the output queue: an agent that has stopped
- * reading (its command does not read the stdin sent to it) would never see it. */
+ * reading (a guest that stopped serving) would never see it. */
 #define SIGNAL_DELIVERY_MS 5000
 
 void mote_agent_exec_init(struct mote_agent_exec *exec)

@@ -200,6 +200,63 @@ static void signal_request_reaches_a_running_command(void **state)
 	assert_int_equal(o.value, SIGTERM);
 }
 
+/* Stdin for a command that closed its own is dropped, and reported taken all the same:
+ * a client keeping within the stdin window would otherwise never send more. */
+static void stdin_dropped_after_the_command_closed_it_is_reported_taken(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "exec 0<&-; echo closed; sleep 1", NULL};
+	static uint8_t chunk[AGENT_CHUNK_MAX];
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	assert_int_equal(wire_send_exec(f->server.fd, 6, 0, NULL, argv, NULL), 0);
+	o.out_hash = WIRE_FNV_INIT;
+	while (!strstr(o.out, "closed")) {
+		assert_int_equal(wire_recv(f->server.fd, &f->frame), 0);
+		assert_false(take_frame(&f->frame, 6, &o));
+	}
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 6, chunk, sizeof(chunk)), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 6, NULL, 0), 0);
+	collect(f, 6, &o);
+	assert_int_equal(o.value, 0);
+	assert_int_equal(o.stdin_taken, 3 * sizeof(chunk));
+}
+
+/* A client that keeps within the stdin window, feeding a command that never reads it
+ * until nothing more may be sent: the frames all fit, so a SIGNAL after them is taken
+ * at once and ends the command. */
+static void a_full_stdin_window_does_not_hold_back_a_signal(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sleep", "100", NULL};
+	static uint8_t chunk[AGENT_CHUNK_MAX];
+	struct outcome o = {0};
+	uint64_t sent = 0;
+	uint8_t sig[4];
+
+	wire_expect_hello(f);
+	assert_int_equal(wire_send_exec(f->server.fd, 7, 0, NULL, argv, NULL), 0);
+	for (;;) {
+		while (sent - o.stdin_taken + sizeof(chunk) <= AGENT_STDIN_WINDOW) {
+			assert_int_equal(
+			    wire_send(f->server.fd, AGENT_STDIN, 7, chunk, sizeof(chunk)), 0);
+			sent += sizeof(chunk);
+		}
+		/* The window is full: wait a while for the pipe to take more. */
+		if (wire_recv_timeout(f->server.fd, &f->frame, 500) != 0)
+			break;
+		assert_false(take_frame(&f->frame, 7, &o));
+	}
+	assert_true(sent >= AGENT_STDIN_WINDOW);
+	agent_le32_put(sig, SIGTERM);
+	assert_int_equal(wire_send(f->server.fd, AGENT_SIGNAL, 7, sig, sizeof(sig)), 0);
+	collect(f, 7, &o);
+	assert_int_equal(o.kind, AGENT_EXIT_SIGNAL);
+	assert_int_equal(o.value, SIGTERM);
+}
+
 static void signal_for_an_unknown_request_is_esrch(void **state)
 {
 	struct wire_fixture *f = *state;
@@ -391,6 +448,8 @@ int main(void)
 	    T(killed_command_reports_the_signal),
 	    T(signal_request_reaches_a_running_command),
 	    T(signal_for_an_unknown_request_is_esrch),
+	    T(stdin_dropped_after_the_command_closed_it_is_reported_taken),
+	    T(a_full_stdin_window_does_not_hold_back_a_signal),
 	    T(stdin_is_forwarded_until_eof),
 	    T(large_stdin_round_trips_through_cat),
 	    T(env_entries_are_added_to_the_agents_environment),
