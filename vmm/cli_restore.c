@@ -296,7 +296,12 @@ int cli_restore_options_for_copy(const struct cli_restore_options *opts, unsigne
 	cli_restore_options_init(out);
 	c->paused = r->paused;
 	c->track_dirty_pages = r->track_dirty_pages;
-	c->verify_memory = r->verify_memory;
+	/* Memory files the copies share are read and verified once, by the first copy: no
+	 * copy runs unless every one was restored. */
+	bool own_memory = cli_has_copy_mark(r->mem_path);
+	for (unsigned i = 0; i < r->mem_diff_count; i++)
+		own_memory = own_memory || cli_has_copy_mark(r->mem_diff_paths[i]);
+	c->verify_memory = r->verify_memory && (copy == 1 || own_memory);
 	out->console = opts->console;
 	out->console_max_bytes = opts->console_max_bytes;
 	out->console_given = opts->console_given;

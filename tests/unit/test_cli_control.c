@@ -228,6 +228,32 @@ static void restore_copies_name_each_copys_resources(void **state)
 	cli_restore_options_free(&o);
 }
 
+/* --verify-memory with copies: shared memory files are verified by the first copy
+ * only; files of each copy's own by every copy. */
+static void restore_copies_verify_shared_memory_once(void **state)
+{
+	struct cli_restore_options o, copy;
+	char error[CLI_ERROR_MAX] = "";
+	const char *shared[] = {"restore", "--snapshot",      "/s/state", "--mem",
+				"/s/mem",  "--copies",	      "3",	  "--console",
+				"none",	   "--verify-memory", NULL};
+	const char *own[] = {"restore",	   "--snapshot",      "/s/state", "--mem", "/s/mem",
+			     "--mem-diff", "/s/d{i}",	      "--copies", "3",	   "--console",
+			     "none",	   "--verify-memory", NULL};
+	const bool wanted[2][3] = {{true, false, false}, {true, true, true}};
+
+	(void)state;
+	for (int set = 0; set < 2; set++) {
+		assert_int_equal(parse_restore(&o, error, set ? own : shared), 0);
+		for (unsigned i = 1; i <= 3; i++) {
+			assert_int_equal(cli_restore_options_for_copy(&o, i, &copy), 0);
+			assert_int_equal(copy.restore.verify_memory, wanted[set][i - 1]);
+			cli_restore_options_free(&copy);
+		}
+		cli_restore_options_free(&o);
+	}
+}
+
 static void restore_copies_print_nothing_unless_asked(void **state)
 {
 	struct cli_restore_options o;
@@ -471,6 +497,7 @@ int main(void)
 	    cmocka_unit_test(restore_takes_at_most_64_diff_files),
 	    cmocka_unit_test(restore_request_body_round_trips_through_the_api_parser),
 	    cmocka_unit_test(restore_copies_name_each_copys_resources),
+	    cmocka_unit_test(restore_copies_verify_shared_memory_once),
 	    cmocka_unit_test(restore_copies_print_nothing_unless_asked),
 	    cmocka_unit_test(restore_copies_refuse_a_shared_resource),
 	    cmocka_unit_test(snapshot_flags_are_parsed),
