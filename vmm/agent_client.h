@@ -147,7 +147,7 @@ struct mote_agent_result {
  * a signal from exec->signal_fd could not be sent within 5 s because the agent took no
  * data (a guest that stopped serving): the connection is then given up, which ends the
  * command, and result->code holds the signal. Stdin is kept within the agent's window
- * (256 KiB not yet taken by the command), so a command that leaves its stdin unread
+ * (512 KiB not yet taken by the command), so a command that leaves its stdin unread
  * does not hold signals back.
  * result->timed_out is set whenever timeout_ms passed, even if an error followed. */
 MOTE_API int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
