@@ -234,7 +234,7 @@ test_a_50_mib_file_round_trips_through_the_agent_and_an_interrupted_download_lea
 		sleep 0.1
 	done
 	kill -TERM $cp_pid
-	wait $cp_pid
+	finish $cp_pid
 	local interrupted=$?
 	agent_vm_stop a2
 	expect_status 0
