@@ -188,6 +188,7 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 	int ret = 0;
 
 	XXH3_64bits_reset(&checksum);
+	identity->diff = dirty != NULL;
 	identity->guest_bytes = mem->size;
 	identity->bitmap_bytes = identity->diff ? bitmap_bytes_for(mem->size) : 0;
 	if (ftruncate(fd, (off_t)(mem->size + identity->bitmap_bytes +
@@ -225,7 +226,7 @@ int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty,
 		if (!ret && run_len)
 			ret = write_all(fd, mem->base + run_start, run_len, run_start);
 	}
-	if (!ret && dirty)
+	if (!ret && identity->diff)
 		ret = write_bitmap(fd, dirty, snapshot_memory_pages(mem), mem->size,
 				   identity->bitmap_bytes);
 	if (!ret) {

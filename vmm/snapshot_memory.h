@@ -54,11 +54,11 @@ struct snapshot_memory_identity {
 /* Fills id with random bytes (getrandom); 0 or a negative errno. */
 int snapshot_memory_new_id(uint8_t id[SNAPSHOT_ID_SIZE]);
 
-/* Writes mem into fd (an empty regular file): every non-zero page, or for a diff
- * (dirty, identity->diff) the pages dirty marks, zero or not (a page the guest cleared
- * must override the older memory), and dirty itself; then the trailer of identity (its
- * diff flag and ids; sizes and checksum are filled in here). 0 or a negative errno,
- * with a message naming path. */
+/* Writes mem into fd (an empty regular file): every non-zero page, or with dirty (a
+ * diff) the pages dirty marks, zero or not (a page the guest cleared must override the
+ * older memory), and dirty itself; then the trailer of identity (its ids; the diff
+ * flag, sizes and checksum are filled in here). 0 or a negative errno, with a message
+ * naming path. */
 int snapshot_memory_write(const struct guest_memory *mem, const uint64_t *dirty, int fd,
 			  struct snapshot_memory_identity *identity, const char *path,
 			  const struct mote_log *log);

@@ -10,8 +10,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "vm.h" /* vm_now_ns */
 
 /* Whether some process accepts connections on the socket at address. The probe does
  * not wait: a listener whose backlog is full (EAGAIN) is served too. unix(7): a
@@ -35,14 +36,6 @@ static bool socket_is_served(const struct sockaddr_un *address)
 #define DIRECTORY_LOCK_WAIT_NS (2 * 1000000000LL)
 #define DIRECTORY_LOCK_PAUSE_US 1000
 
-static int64_t monotonic_ns(void)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
-}
-
 /* Locks the directory that holds path, so that among processes that open sockets
  * there the stale check, the unlink, the bind and the listen happen one process at a
  * time. Without it two processes could both find the path stale; or one could take the
@@ -65,8 +58,8 @@ static int lock_directory_of(const char *path)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	int64_t deadline = monotonic_ns() + DIRECTORY_LOCK_WAIT_NS;
-	while (monotonic_ns() < deadline) {
+	int64_t deadline = vm_now_ns() + DIRECTORY_LOCK_WAIT_NS;
+	while (vm_now_ns() < deadline) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if (errno != EWOULDBLOCK && errno != EINTR) {

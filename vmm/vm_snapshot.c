@@ -248,7 +248,7 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 				    "apply on: take a full one first");
 		return -EINVAL;
 	}
-	struct snapshot_memory_identity identity = {.diff = diff};
+	struct snapshot_memory_identity identity = {0}; /* diff: set as the file is written */
 	if (diff)
 		memcpy(identity.base_id, vm->snapshot_id, SNAPSHOT_ID_SIZE);
 	ret = snapshot_memory_new_id(identity.id);
