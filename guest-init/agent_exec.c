@@ -299,7 +299,6 @@ out:
 
 static void stdin_close(struct exec_state *e)
 {
-	e->stdin_taken += e->stdin_len; /* dropped: the client may send that much more */
 	close_fd(&e->in_fd);
 	free(e->stdin_buf);
 	e->stdin_buf = NULL;
@@ -315,10 +314,8 @@ static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
 	do
 		n = write(e->in_fd, data, len);
 	while (n < 0 && errno == EINTR);
-	if (n >= 0) {
-		e->stdin_taken += (size_t)n;
+	if (n >= 0)
 		return (size_t)n;
-	}
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
 		stdin_close(e);
 	return 0;
@@ -333,28 +330,28 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 		conn_send_error(c, h->id, h->type, EPROTO, "STDIN_EOF takes no payload");
 		return FRAME_DONE;
 	}
-	/* A command that ended (or closed its stdin) just before this frame came: it has
-	 * nowhere to go, and is no error. Dropped bytes count as taken. */
 	if (!r)
 		return FRAME_DONE;
-	if (r->exec.in_fd < 0 || r->exec.stdin_eof) {
-		r->exec.stdin_taken += h->length;
-		return FRAME_DONE;
-	}
 	struct exec_state *e = &r->exec;
+	bool accepting = e->in_fd >= 0 && !e->stdin_eof;
+	if (accepting && e->stdin_len > 0 && STDIN_CAP - e->stdin_len < h->length)
+		return FRAME_BLOCKED;
+	/* Accepted: from here on its bytes are queued, written or dropped, and whatever
+	 * leaves the queue is reported taken (report_stdin_taken). */
+	e->stdin_received += h->length;
+	/* A command that ended (or closed its stdin) just before this frame came: it has
+	 * nowhere to go, and is no error. */
+	if (!accepting)
+		return FRAME_DONE;
 	if (h->type == AGENT_STDIN_EOF) {
 		e->stdin_eof = true;
 		if (e->stdin_len == 0)
 			stdin_close(e);
 		return FRAME_DONE;
 	}
-	if (e->stdin_len > 0 && STDIN_CAP - e->stdin_len < h->length)
-		return FRAME_BLOCKED;
 	size_t done = 0;
 	if (e->stdin_len == 0) {
 		done = stdin_write(e, payload, h->length);
-		if (e->in_fd < 0)
-			e->stdin_taken += h->length - done; /* the rest dropped: its stdin closed */
 		if (e->in_fd < 0 || done == h->length)
 			return FRAME_DONE;
 	}
@@ -362,7 +359,6 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 		e->stdin_buf = malloc(STDIN_CAP);
 		if (!e->stdin_buf) {
 			conn_send_error(c, h->id, h->type, ENOMEM, "no memory for stdin");
-			e->stdin_taken += h->length - done;
 			stdin_close(e);
 			return FRAME_DONE;
 		}
@@ -523,18 +519,19 @@ static void send_exit(struct agent_conn *c, struct request *r)
 static enum progress_wait report_stdin_taken(struct agent_conn *c, struct request *r)
 {
 	struct exec_state *e = &r->exec;
+	uint64_t unreported = e->stdin_received - e->stdin_len - e->stdin_reported;
 	uint8_t payload[4];
 
-	if (e->stdin_taken == 0)
+	if (unreported == 0)
 		return WAIT_EVENTS;
 	/* Any room will do, the reserve included (frames are parsed again only once the
 	 * reserve is free): so the report always goes before EXIT, which needs more. */
 	if (conn_out_free(c) < AGENT_HEADER_SIZE + sizeof(payload))
 		return WAIT_ROOM;
-	uint32_t taken = e->stdin_taken > UINT32_MAX ? UINT32_MAX : (uint32_t)e->stdin_taken;
+	uint32_t taken = unreported > UINT32_MAX ? UINT32_MAX : (uint32_t)unreported;
 	agent_le32_put(payload, taken);
 	conn_send(c, AGENT_STDIN_TAKEN, r->id, payload, sizeof(payload));
-	e->stdin_taken -= taken;
+	e->stdin_reported += taken;
 	return WAIT_EVENTS;
 }
 

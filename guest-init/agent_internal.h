@@ -43,8 +43,12 @@ struct exec_state {
 	bool stdin_eof;
 	uint8_t *stdin_buf; /* queued stdin not yet taken by the command */
 	size_t stdin_len;
-	size_t stdin_taken; /* bytes taken (or dropped) since the last STDIN_TAKEN */
-	size_t drain_left;  /* output still forwarded after the exit (DRAIN_AFTER_EXIT) */
+	/* STDIN bytes accepted from the client, and those reported taken: what left the
+	 * queue (written or dropped) and is not reported yet is received - stdin_len -
+	 * reported, so no path that drops stdin has to count it. */
+	uint64_t stdin_received;
+	uint64_t stdin_reported;
+	size_t drain_left; /* output still forwarded after the exit (DRAIN_AFTER_EXIT) */
 };
 
 struct upload_state {
