@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../vmm/clock.h"
+
 /* Register offsets and bits: the 16550A data sheet, as Linux names them in
  * include/uapi/linux/serial_reg.h. */
 enum {
@@ -318,17 +320,14 @@ void serial_flush_output(struct serial *s)
 
 void serial_drain_output(struct serial *s, int timeout_ms)
 {
-	struct timespec start, now;
+	int64_t deadline_ns = clock_now_ns() + (int64_t)timeout_ms * 1000000;
 
-	clock_gettime(CLOCK_MONOTONIC, &start);
 	pthread_mutex_lock(&s->out_lock);
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
 		int fd = s->out_len ? s->out_fd : -1;
 		pthread_mutex_unlock(&s->lock);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		int64_t left = timeout_ms - ((int64_t)(now.tv_sec - start.tv_sec) * 1000 +
-					     (now.tv_nsec - start.tv_nsec) / 1000000);
+		int64_t left = (deadline_ns - clock_now_ns()) / 1000000;
 		if (fd < 0 || left <= 0 || serial_wait_writable(fd, (int)left) != 0)
 			break;
 		/* Small pieces: a console that polls writable may still have little room.

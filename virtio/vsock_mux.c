@@ -11,16 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../vmm/clock.h"
+
 #define EVENT_BATCH 64
 /* Clients accepted per wake-up; the level-triggered listener wakes again for more. */
 #define ACCEPT_BATCH 16
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	return (uint64_t)clock_now_ns();
 }
 
 /* A misbehaving guest is reported once as a warning; the rest goes to debug. */

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define HANDSHAKE_MIN_MS 5000
 /* Retries start fast, since a restored guest's agent answers within milliseconds of its
  * monitor binding the socket, and back off to a slow poll for a guest still booting. */
@@ -36,10 +38,7 @@ void mote_agent_options_init(struct mote_agent_options *options)
 
 int64_t agent_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_now_ns() / 1000000;
 }
 
 int64_t agent_deadline(int ms)

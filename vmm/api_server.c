@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "api_http.h"
+#include "clock.h"
 #include "unix_listener.h"
 #include "vm.h"
 
@@ -107,7 +108,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -1;
 		if (n >= 0)
-			connection->active_ns = vm_now_ns();
+			connection->active_ns = clock_now_ns();
 		if (n > 0 && api_http_received(http, (size_t)n))
 			return -1;
 		if (n == 0 && api_http_end_of_input(http))
@@ -118,7 +119,7 @@ static int api_connection_serve(struct api_connection *connection, short revents
 		ssize_t n = send(connection->fd, out, unsent, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		connection->active_ns = vm_now_ns();
+		connection->active_ns = clock_now_ns();
 		if (api_http_sent(http, (size_t)n))
 			return -1;
 	}
@@ -152,7 +153,7 @@ static void *api_server_thread(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int64_t now = vm_now_ns();
+		int64_t now = clock_now_ns();
 		int64_t idle_timeout = server->idle_timeout_ns;
 		bool may_accept = server->connection_count < API_CONNECTIONS_MAX &&
 				  now >= server->accept_after_ns;
@@ -175,7 +176,7 @@ static void *api_server_thread(void *arg)
 			break;
 		/* Idle is judged at poll's return: a connection that sent something while an
 		 * earlier one's command ran is not idle, though poll has not said so yet. */
-		int64_t polled = vm_now_ns();
+		int64_t polled = clock_now_ns();
 		/* Backwards, so that the one moved into a closed one's slot was served. */
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
@@ -184,7 +185,7 @@ static void *api_server_thread(void *arg)
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
-			api_accept(server, vm_now_ns());
+			api_accept(server, clock_now_ns());
 	}
 	return NULL;
 }

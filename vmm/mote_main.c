@@ -25,15 +25,8 @@
 #include "cli_options.h"
 #include "cli_restore.h"
 #include "cli_run.h"
+#include "clock.h"
 #include "mote.h"
-
-static int64_t monotonic_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static const char usage[] =
     "usage: mote run --kernel PATH [options]\n"
@@ -146,7 +139,7 @@ static void raise_file_limit(void)
 
 int main(int argc, char **argv)
 {
-	int64_t start_ns = monotonic_ns();
+	int64_t start_ns = clock_now_ns();
 
 	/* A console, API or agent peer that goes away is an error to handle (EPIPE), not a
 	 * reason to die with the terminal left raw and sockets left behind. */

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "file_image.h"
+#include "little_endian.h"
 
 #define TRAILER_MAGIC "MOTEMEM"
 #define TRAILER_VERSION 1u
@@ -35,21 +36,6 @@ static bool page_is_zero(const uint8_t *page)
 	return any == 0;
 }
 
-static void put_le(uint8_t *p, uint64_t v, unsigned bytes)
-{
-	for (unsigned i = 0; i < bytes; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
-
 /* One page into the content checksum (snapshot_memory.h): a full file's zero pages do
  * not count, a diff's all do. */
 static void checksum_page(XXH3_state_t *state, uint64_t index, const uint8_t *page, bool diff)
@@ -58,7 +44,7 @@ static void checksum_page(XXH3_state_t *state, uint64_t index, const uint8_t *pa
 
 	if (!diff && page_is_zero(page))
 		return;
-	put_le(le_index, index, sizeof(le_index));
+	le_store(le_index, index, sizeof(le_index));
 	XXH3_64bits_update(state, le_index, sizeof(le_index));
 	XXH3_64bits_update(state, page, GUEST_PAGE_SIZE);
 }
@@ -96,14 +82,14 @@ static void trailer_encode(const struct snapshot_memory_identity *identity,
 {
 	memset(trailer, 0, SNAPSHOT_MEMORY_TRAILER_SIZE);
 	memcpy(trailer, TRAILER_MAGIC, sizeof(TRAILER_MAGIC));
-	put_le(trailer + 8, TRAILER_VERSION, 4);
-	put_le(trailer + 12, identity->diff ? 1 : 0, 4);
-	put_le(trailer + 16, identity->guest_bytes, 8);
+	le_store(trailer + 8, TRAILER_VERSION, 4);
+	le_store(trailer + 12, identity->diff ? 1 : 0, 4);
+	le_store(trailer + 16, identity->guest_bytes, 8);
 	memcpy(trailer + 24, identity->id, SNAPSHOT_ID_SIZE);
 	memcpy(trailer + 40, identity->base_id, SNAPSHOT_ID_SIZE);
-	put_le(trailer + 56, identity->content_checksum, 8);
-	put_le(trailer + 64, identity->bitmap_bytes, 8);
-	put_le(trailer + TRAILER_CHECKED_BYTES, crc32(0L, trailer, TRAILER_CHECKED_BYTES), 4);
+	le_store(trailer + 56, identity->content_checksum, 8);
+	le_store(trailer + 64, identity->bitmap_bytes, 8);
+	le_store(trailer + TRAILER_CHECKED_BYTES, crc32(0L, trailer, TRAILER_CHECKED_BYTES), 4);
 }
 
 /* Whether the trailer is one this version writes; fills identity if so. */
@@ -111,18 +97,19 @@ static bool trailer_decode(const uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE],
 			   struct snapshot_memory_identity *identity)
 {
 	if (memcmp(trailer, TRAILER_MAGIC, sizeof(TRAILER_MAGIC)) != 0 ||
-	    get_le(trailer + 8, 4) != TRAILER_VERSION || get_le(trailer + 12, 4) > 1 ||
-	    get_le(trailer + TRAILER_CHECKED_BYTES, 4) != crc32(0L, trailer, TRAILER_CHECKED_BYTES))
+	    le_load(trailer + 8, 4) != TRAILER_VERSION || le_load(trailer + 12, 4) > 1 ||
+	    le_load(trailer + TRAILER_CHECKED_BYTES, 4) !=
+		crc32(0L, trailer, TRAILER_CHECKED_BYTES))
 		return false;
 	for (unsigned i = TRAILER_CHECKED_BYTES + 4; i < SNAPSHOT_MEMORY_TRAILER_SIZE; i++)
 		if (trailer[i])
 			return false;
-	identity->diff = get_le(trailer + 12, 4) == 1;
-	identity->guest_bytes = get_le(trailer + 16, 8);
+	identity->diff = le_load(trailer + 12, 4) == 1;
+	identity->guest_bytes = le_load(trailer + 16, 8);
 	memcpy(identity->id, trailer + 24, SNAPSHOT_ID_SIZE);
 	memcpy(identity->base_id, trailer + 40, SNAPSHOT_ID_SIZE);
-	identity->content_checksum = get_le(trailer + 56, 8);
-	identity->bitmap_bytes = get_le(trailer + 64, 8);
+	identity->content_checksum = le_load(trailer + 56, 8);
+	identity->bitmap_bytes = le_load(trailer + 64, 8);
 	return true;
 }
 
@@ -174,7 +161,7 @@ static int write_bitmap(int fd, const uint64_t *dirty, uint64_t pages, uint64_t 
 	if (!bitmap)
 		return -ENOMEM;
 	for (uint64_t word = 0; word < (pages + 63) / 64; word++)
-		put_le(bitmap + word * 8, dirty[word], 8);
+		le_store(bitmap + word * 8, dirty[word], 8);
 	int ret = write_all(fd, bitmap, bitmap_bytes, offset);
 	free(bitmap);
 	return ret;

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "little_endian.h"
+
 #define SNAP_NULL_STRING 0xffffffffu
 
 static uint32_t snap_crc32(const uint8_t *data, size_t len)
@@ -62,8 +64,8 @@ static void snap_put_le(struct snap_writer *w, uint64_t v, unsigned bytes)
 {
 	uint8_t *p = snap_reserve(w, bytes);
 
-	for (unsigned i = 0; p && i < bytes; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	if (p)
+		le_store(p, v, bytes);
 }
 
 void snap_put_u8(struct snap_writer *w, uint8_t v)
@@ -132,8 +134,7 @@ void snap_end(struct snap_writer *w)
 		return;
 	}
 	size_t body = w->len - w->section_start - 4;
-	for (unsigned i = 0; i < 4; i++)
-		w->buf[w->section_start + i] = (uint8_t)(body >> (8 * i));
+	le_store(w->buf + w->section_start, body, 4);
 	w->section_start = 0;
 }
 
@@ -163,24 +164,12 @@ int snap_writer_write(struct snap_writer *w, int fd)
 		return w->error;
 	crc = snap_crc32(w->buf, w->len);
 	memcpy(header, SNAP_MAGIC, 8);
-	for (unsigned i = 0; i < 4; i++) {
-		header[8 + i] = (uint8_t)(SNAP_VERSION >> (8 * i));
-		header[12 + i] = 0;
-		header[24 + i] = (uint8_t)(crc >> (8 * i));
-	}
-	for (unsigned i = 0; i < 8; i++)
-		header[16 + i] = (uint8_t)((uint64_t)w->len >> (8 * i));
+	le_store(header + 8, SNAP_VERSION, 4);
+	le_store(header + 12, 0, 4);
+	le_store(header + 16, w->len, 8);
+	le_store(header + 24, crc, 4);
 	int ret = snap_write_all(fd, header, sizeof(header));
 	return ret ? ret : snap_write_all(fd, w->buf, w->len);
-}
-
-static uint64_t snap_le(const uint8_t *p, unsigned bytes)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < bytes; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
 }
 
 int snap_reader_open(struct snap_reader *payload, const uint8_t *file, size_t len, const char **why)
@@ -191,16 +180,16 @@ int snap_reader_open(struct snap_reader *payload, const uint8_t *file, size_t le
 		*why = "not a mote snapshot state file";
 		return -EINVAL;
 	}
-	uint32_t version = (uint32_t)snap_le(file + 8, 4);
+	uint32_t version = (uint32_t)le_load(file + 8, 4);
 	if (version != SNAP_VERSION) {
 		*why = "snapshot format version not supported by this mote";
 		return -EPROTO;
 	}
-	if (snap_le(file + 12, 4) != 0) {
+	if (le_load(file + 12, 4) != 0) {
 		*why = "state file header has reserved bits set";
 		return -EINVAL;
 	}
-	uint64_t payload_len = snap_le(file + 16, 8);
+	uint64_t payload_len = le_load(file + 16, 8);
 	if (payload_len > SNAP_MAX_PAYLOAD) {
 		*why = "state file larger than any mote writes";
 		return -EINVAL;
@@ -210,7 +199,7 @@ int snap_reader_open(struct snap_reader *payload, const uint8_t *file, size_t le
 							    : "state file has trailing bytes";
 		return -EINVAL;
 	}
-	if ((uint32_t)snap_le(file + 24, 4) != snap_crc32(file + SNAP_HEADER_SIZE, payload_len)) {
+	if ((uint32_t)le_load(file + 24, 4) != snap_crc32(file + SNAP_HEADER_SIZE, payload_len)) {
 		*why = "state file checksum mismatch (corrupted)";
 		return -EINVAL;
 	}
@@ -260,7 +249,7 @@ static const uint8_t *snap_take(struct snap_reader *r, size_t len)
 
 bool snap_next_is(const struct snap_reader *r, uint32_t tag)
 {
-	return !r->error && r->len - r->pos >= 8 && snap_le(r->data + r->pos, 4) == tag;
+	return !r->error && r->len - r->pos >= 8 && le_load(r->data + r->pos, 4) == tag;
 }
 
 void snap_section(struct snap_reader *r, uint32_t tag, struct snap_reader *section)
@@ -271,11 +260,11 @@ void snap_section(struct snap_reader *r, uint32_t tag, struct snap_reader *secti
 	const uint8_t *head = snap_take(r, 8);
 	if (!head)
 		return;
-	if (snap_le(head, 4) != tag) {
+	if (le_load(head, 4) != tag) {
 		snap_fail(r, "sections out of order or missing");
 		return;
 	}
-	size_t body = (size_t)snap_le(head + 4, 4);
+	size_t body = (size_t)le_load(head + 4, 4);
 	const uint8_t *p = snap_take(r, body);
 	if (!p)
 		return;
@@ -289,7 +278,7 @@ static uint64_t snap_get_le(struct snap_reader *r, unsigned bytes)
 {
 	const uint8_t *p = snap_take(r, bytes);
 
-	return p ? snap_le(p, bytes) : 0;
+	return p ? le_load(p, bytes) : 0;
 }
 
 uint8_t snap_get_u8(struct snap_reader *r)

@@ -12,7 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "vm.h" /* vm_now_ns */
+#include "clock.h"
 
 /* Whether some process accepts connections on the socket at address. The probe does
  * not wait: a listener whose backlog is full (EAGAIN) is served too. unix(7): a
@@ -58,8 +58,8 @@ static int lock_directory_of(const char *path)
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	int64_t deadline = vm_now_ns() + DIRECTORY_LOCK_WAIT_NS;
-	while (vm_now_ns() < deadline) {
+	int64_t deadline = clock_now_ns() + DIRECTORY_LOCK_WAIT_NS;
+	while (clock_now_ns() < deadline) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
 		if (errno != EWOULDBLOCK && errno != EINTR) {

@@ -21,18 +21,11 @@
 #include "../boot/cpu_setup.h"
 #include "../boot/layout.h"
 #include "../boot/mptable.h"
+#include "clock.h"
 #include "file_image.h"
 #include "vm_devices.h"
 
 #define MIB (1024ULL * 1024ULL)
-
-int64_t vm_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 int vm_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 {
@@ -84,7 +77,7 @@ void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const c
 		vsnprintf(vm->exit.message, sizeof(vm->exit.message), fmt, args);
 		va_end(args);
 	}
-	vm->exit.run_ns = vm_now_ns() - vm->run_start_ns;
+	vm->exit.run_ns = clock_now_ns() - vm->run_start_ns;
 	pthread_cond_broadcast(&vm->ended_cond);
 	pthread_cond_broadcast(&vm->pause_cond); /* parked vCPUs leave, a pause gives up */
 	pthread_mutex_unlock(&vm->lock);
@@ -173,7 +166,7 @@ static void vm_debug_port_event(void *opaque, enum debug_port_event event)
 	struct mote_vm *vm = opaque;
 
 	if (event == DEBUG_PORT_EVENT_BOOT_COMPLETE) {
-		int64_t elapsed = vm_now_ns() - vm->start_ns;
+		int64_t elapsed = clock_now_ns() - vm->start_ns;
 		pthread_mutex_lock(&vm->lock);
 		bool first = vm->boot_complete_ns < 0;
 		if (first)
@@ -518,7 +511,7 @@ struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_
 	if (!vm)
 		return NULL;
 	vm->log = *log;
-	vm->start_ns = start_ns ? start_ns : vm_now_ns();
+	vm->start_ns = start_ns ? start_ns : clock_now_ns();
 	vm->boot_complete_ns = -1;
 	vm->kvm.fd = -1;
 	vm->vm_fd = -1;
@@ -628,7 +621,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 {
 	int ret = 0;
 
-	vm->run_start_ns = vm_now_ns();
+	vm->run_start_ns = clock_now_ns();
 	if (vm->console_in_fd >= 0) {
 		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
 		if (err) {
@@ -656,7 +649,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	 * `mote restore`) to every vCPU thread started. */
 	if (!ret && vm->restored && !start_paused)
 		log_info(&vm->log, "restored VM running " VM_MS_FMT " ms after the request",
-			 VM_MS_ARGS(vm_now_ns() - vm->start_ns));
+			 VM_MS_ARGS(clock_now_ns() - vm->start_ns));
 	if (!start_paused) {
 		pthread_mutex_lock(&vm->lock);
 		vm->state = MOTE_VM_RUNNING;

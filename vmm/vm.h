@@ -113,8 +113,6 @@ void vm_park_vcpu(struct mote_vm *vm);
 int vm_pause_locked(struct mote_vm *vm);
 int vm_resume_locked(struct mote_vm *vm);
 
-int64_t vm_now_ns(void);
-
 /* "12.345": ns as milliseconds with three decimals, for messages. */
 #define VM_MS_FMT "%lld.%03lld"
 #define VM_MS_ARGS(ns) (long long)((ns) / 1000000), (long long)((ns) / 1000 % 1000)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../virtio/net_tap.h"
+#include "clock.h"
 #include "vm.h"
 
 /* The disks, in the order given: /dev/vda, /dev/vdb, ... for the guest. The setup has
@@ -48,7 +49,8 @@ static void vm_random_mac(uint8_t mac[6])
 {
 	if (getrandom(mac, 6, GRND_NONBLOCK) != 6) {
 		/* No entropy yet: any local address is fine, two VMs just must differ. */
-		uint64_t mixed = (uint64_t)vm_now_ns() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+		uint64_t mixed =
+		    (uint64_t)clock_now_ns() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
 		memcpy(mac, &mixed, 6);
 	}
 	mac[0] = (uint8_t)((mac[0] & ~1u) | 2u);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "clock.h"
 #include "vm.h"
 
 bool vm_pause_requested(struct mote_vm *vm)
@@ -70,7 +71,7 @@ static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
 int vm_pause_locked(struct mote_vm *vm)
 {
 	enum mote_vm_state state = mote_vm_get_state(vm);
-	int64_t start_ns = vm_now_ns();
+	int64_t start_ns = clock_now_ns();
 
 	if (state == MOTE_VM_PAUSED)
 		return 0;
@@ -92,7 +93,7 @@ int vm_pause_locked(struct mote_vm *vm)
 	pthread_mutex_lock(&vm->lock);
 	vm->state = MOTE_VM_PAUSED;
 	pthread_mutex_unlock(&vm->lock);
-	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(vm_now_ns() - start_ns));
+	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(clock_now_ns() - start_ns));
 	return 0;
 }
 

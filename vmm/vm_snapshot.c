@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "file_image.h"
 #include "snapshot_memory.h"
 #include "vm.h"
@@ -229,7 +230,7 @@ static int vm_state_build(struct mote_vm *vm, const struct snapshot_memory_ident
 static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_params *params)
 {
 	struct vm_output state = {.fd = -1}, memory = {.fd = -1};
-	int64_t start_ns = vm_now_ns();
+	int64_t start_ns = clock_now_ns();
 	struct snap_writer w;
 	int ret;
 
@@ -293,7 +294,7 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	if (!ret)
 		log_info(&vm->log, "%s snapshot written to %s and %s in " VM_MS_FMT " ms",
 			 diff ? "diff" : "full", params->state_path, params->mem_path,
-			 VM_MS_ARGS(vm_now_ns() - start_ns));
+			 VM_MS_ARGS(clock_now_ns() - start_ns));
 	return ret;
 }
 
