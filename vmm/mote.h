@@ -282,6 +282,30 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * (verify_memory) content that does not match its checksum; others as mote_vm_create(). */
 MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
 
+/* Merging a full memory file and diffs taken after it into one full memory file. */
+struct mote_memory_merge_params {
+	const char *mem_path; /* the full memory file; read, never changed */
+	/* Diff memory files, oldest first, each taken right after the file before it;
+	 * read, never changed. */
+	const char *const *diff_paths;
+	unsigned diff_count;
+	/* The merged full memory file. It may name an input: it is written under a
+	 * temporary name and renamed, so VMs restored from the old file keep it. */
+	const char *out_path;
+	mote_log_fn log;
+	void *log_opaque;
+};
+
+/* Writes out_path: the guest memory that restoring mem_path with diff_paths gives, as a
+ * full memory file of the last diff's snapshot. A restore of that snapshot's state file
+ * then needs only out_path, so a chain of diffs never grows past MOTE_MAX_MEM_DIFFS.
+ * Every input is checked as a restore with verify_memory checks it: their identities
+ * must form the chain, and each file's content must match its checksum. It holds the
+ * merged memory in this process meanwhile (at most the guest's size). Errors: -EINVAL
+ * files that are not such a chain, or damaged (nothing is written); -ENOENT, -EACCES,
+ * -ENOSPC, ... from the host. */
+MOTE_API int mote_memory_merge(const struct mote_memory_merge_params *params);
+
 /* Releases everything; vm may be NULL. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
 

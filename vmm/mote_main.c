@@ -22,6 +22,7 @@
 
 #include "cli_control.h"
 #include "cli_exec.h"
+#include "cli_merge.h"
 #include "cli_options.h"
 #include "cli_restore.h"
 #include "cli_run.h"
@@ -34,6 +35,7 @@ static const char usage[] =
     "       mote restore --snapshot STATE --mem MEMFILE [restore options]\n"
     "       mote pause|resume --api-sock PATH\n"
     "       mote snapshot --api-sock PATH --state FILE --mem FILE [--diff] [--resume]\n"
+    "       mote merge-memory --mem FULL --mem-diff DIFF... --out FILE [--quiet]\n"
     "       mote exec --vsock PATH [exec options] [--] CMD [ARG...]\n"
     "       mote cp --vsock PATH [--port N] [--wait S] SRC DST\n"
     "       mote --help | --version\n"
@@ -101,6 +103,14 @@ static const char usage[] =
     "running VM first and leaves it paused unless --resume; --diff writes only the pages\n"
     "written since the previous snapshot (needs --track-dirty-pages and an earlier\n"
     "snapshot of the VM, taken or restored from).\n"
+    "merge-memory writes FILE, a full memory file holding FULL with the diffs laid over\n"
+    "it in order (each checked against its checksum, the chain against the files' ids);\n"
+    "the state file of the last diff's snapshot then restores with --mem FILE alone.\n"
+    "FILE may be FULL itself: it is replaced whole, and VMs running from it keep the old.\n"
+    "            exit codes: 0 merged, 1 failed, 2 usage error, 4 a file that cannot be\n"
+    "            read or written, 6 files that are not a full file and its diffs in order\n"
+    "            or whose content does not match its checksum\n"
+    "\n"
     "pause, resume, snapshot (and restore to a waiting mote) exit codes: 0 done,\n"
     "            1 refused or failed (the reason printed), 2 usage error, 7 no mote\n"
     "            answers on the API socket\n"
@@ -155,6 +165,8 @@ int main(int argc, char **argv)
 	if (argc >= 2 && (strcmp(argv[1], "pause") == 0 || strcmp(argv[1], "resume") == 0 ||
 			  strcmp(argv[1], "snapshot") == 0))
 		return cli_control_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "merge-memory") == 0)
+		return cli_merge_main(argc - 1, argv + 1);
 	raise_file_limit();
 	if (argc >= 2 && strcmp(argv[1], "restore") == 0)
 		return cli_restore_main(argc - 1, argv + 1, start_ns);

@@ -268,6 +268,27 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 	return 0;
 }
 
+int snapshot_memory_probe(int fd, struct snapshot_memory_identity *identity, const char *path,
+			  const struct mote_log *log)
+{
+	uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE];
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < SNAPSHOT_MEMORY_TRAILER_SIZE + GUEST_PAGE_SIZE ||
+	    file_read_at(fd, trailer, sizeof(trailer),
+			 (uint64_t)st.st_size - SNAPSHOT_MEMORY_TRAILER_SIZE) != 0 ||
+	    !trailer_decode(trailer, identity) || identity->guest_bytes == 0 ||
+	    identity->guest_bytes % GUEST_PAGE_SIZE != 0) {
+		log_error(log,
+			  "memory file %s: not a mote memory file (no trailer of this version)",
+			  path);
+		return -EINVAL;
+	}
+	/* The trailer's sizes against the file's, as a restore checks them. */
+	return snapshot_memory_read_identity(fd, identity->guest_bytes, identity, path, log);
+}
+
 /* Reads a diff's bitmap (identity->bitmap_bytes after the RAM) into a new buffer.
  * -EINVAL for bits past the guest's pages, which no monitor writes. */
 static int read_bitmap(int fd, const struct snapshot_memory_identity *identity,
@@ -312,8 +333,9 @@ static uint64_t next_run(const uint8_t *bitmap, uint64_t pages, uint64_t *page, 
 	return len;
 }
 
-/* The full file's checksum: its data extents, zero pages skipped. */
-static int checksum_full(int fd, uint64_t size, uint8_t *run, XXH3_state_t *checksum)
+/* The full file's checksum: its data extents, zero pages skipped. The pages are read
+ * into run, or with into (memory of the file's size) to their place there. */
+static int checksum_full(int fd, uint64_t size, uint8_t *run, uint8_t *into, XXH3_state_t *checksum)
 {
 	uint64_t next_page = 0;
 	int ret = 0;
@@ -337,9 +359,10 @@ static int checksum_full(int fd, uint64_t size, uint8_t *run, XXH3_state_t *chec
 			end = size;
 		while (offset < end && !ret) {
 			uint64_t len = end - offset < READ_RUN_MAX ? end - offset : READ_RUN_MAX;
-			ret = file_read_at(fd, run, len, offset);
+			uint8_t *buf = into ? into + offset : run;
+			ret = file_read_at(fd, buf, len, offset);
 			for (uint64_t at = 0; at < len && !ret; at += GUEST_PAGE_SIZE)
-				checksum_page(checksum, (offset + at) / GUEST_PAGE_SIZE, run + at,
+				checksum_page(checksum, (offset + at) / GUEST_PAGE_SIZE, buf + at,
 					      false);
 			offset += len;
 		}
@@ -365,6 +388,26 @@ static int checksum_diff(int fd, const uint8_t *bitmap, uint64_t pages, uint8_t 
 	return 0;
 }
 
+/* The end of a verification: a read that failed (ret), or the checksum of what was read
+ * against the trailer's. */
+static int checksum_compare(int ret, XXH3_state_t *checksum,
+			    const struct snapshot_memory_identity *identity, const char *path,
+			    const struct mote_log *log)
+{
+	if (ret) {
+		log_error(log, "memory file %s: verifying it: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (XXH3_64bits_digest(checksum) != identity->content_checksum) {
+		log_error(log,
+			  "memory file %s: its content does not match its checksum (the file was "
+			  "changed or damaged after the snapshot)",
+			  path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identity,
 			   const char *path, const struct mote_log *log)
 {
@@ -384,22 +427,24 @@ int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identi
 		ret = checksum_diff(fd, bitmap, identity->guest_bytes / GUEST_PAGE_SIZE, run,
 				    &checksum);
 	} else {
-		ret = checksum_full(fd, identity->guest_bytes, run, &checksum);
+		ret = checksum_full(fd, identity->guest_bytes, run, NULL, &checksum);
 	}
 	free(bitmap);
 	free(run);
-	if (ret) {
-		log_error(log, "memory file %s: verifying it: %s", path, strerror(-ret));
-		return ret;
-	}
-	if (XXH3_64bits_digest(&checksum) != identity->content_checksum) {
-		log_error(log,
-			  "memory file %s: its content does not match its checksum (the file was "
-			  "changed or damaged after the snapshot)",
-			  path);
+	return checksum_compare(ret, &checksum, identity, path, log);
+}
+
+int snapshot_memory_load_full(struct guest_memory *mem, int fd,
+			      const struct snapshot_memory_identity *identity, const char *path,
+			      const struct mote_log *log)
+{
+	XXH3_state_t checksum;
+
+	if (identity->guest_bytes != mem->size || identity->diff)
 		return -EINVAL;
-	}
-	return 0;
+	XXH3_64bits_reset(&checksum);
+	int ret = checksum_full(fd, identity->guest_bytes, NULL, mem->base, &checksum);
+	return checksum_compare(ret, &checksum, identity, path, log);
 }
 
 int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,

@@ -70,11 +70,22 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 				  struct snapshot_memory_identity *identity, const char *path,
 				  const struct mote_log *log);
 
+/* The same for a memory file whose guest size is not known yet (it is the trailer's). */
+int snapshot_memory_probe(int fd, struct snapshot_memory_identity *identity, const char *path,
+			  const struct mote_log *log);
+
 /* Reads every data page of fd and compares the content checksum with the trailer's
  * (identity, from snapshot_memory_read_identity). 0, -EINVAL when they differ, or
  * another negative errno, with a message naming path. */
 int snapshot_memory_verify(int fd, const struct snapshot_memory_identity *identity,
 			   const char *path, const struct mote_log *log);
+
+/* Reads a full memory file (fd, whose identity was read) into mem, which has its size
+ * and is all zeros, and checks the content against the checksum as it goes. 0, -EINVAL
+ * when they differ, or another negative errno, with a message naming path. */
+int snapshot_memory_load_full(struct guest_memory *mem, int fd,
+			      const struct snapshot_memory_identity *identity, const char *path,
+			      const struct mote_log *log);
 
 /* Copies the pages a diff file (fd, whose identity was read) names into mem. -EINVAL
  * for a bitmap that names pages past the guest's, another negative errno from the

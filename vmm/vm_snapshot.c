@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "file_image.h"
+#include "output_file.h"
 #include "snapshot_memory.h"
 #include "vm.h"
 #include "vm_devices.h"
@@ -120,61 +121,6 @@ static int vm_collect_dirty(struct mote_vm *vm)
 	return 0;
 }
 
-/* A file written under a temporary name next to its final one, renamed when complete. */
-struct vm_output {
-	const char *path;
-	char temp[4096 + 32];
-	int fd;
-};
-
-static int vm_output_open(struct mote_vm *vm, struct vm_output *out, const char *path)
-{
-	out->path = path;
-	out->fd = -1;
-	if ((size_t)snprintf(out->temp, sizeof(out->temp), "%s.tmp-%d", path, (int)getpid()) >=
-	    sizeof(out->temp)) {
-		log_error(&vm->log, "%s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	out->fd = open(out->temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out->fd < 0) {
-		int err = -errno;
-		log_error(&vm->log, "%s: %s", out->temp, strerror(errno));
-		return err;
-	}
-	return 0;
-}
-
-/* Makes the file appear under its name; 0 or a negative errno. */
-static int vm_output_commit(struct mote_vm *vm, struct vm_output *out)
-{
-	if (fchmod(out->fd, 0644) < 0 || fsync(out->fd) < 0 || close(out->fd) < 0) {
-		int err = -errno;
-		log_error(&vm->log, "%s: %s", out->temp, strerror(errno));
-		out->fd = -1;
-		return err;
-	}
-	out->fd = -1;
-	if (rename(out->temp, out->path) < 0) {
-		int err = -errno;
-		log_error(&vm->log, "%s: %s", out->path, strerror(errno));
-		return err;
-	}
-	out->temp[0] = '\0';
-	return 0;
-}
-
-/* Removes what was not committed. */
-static void vm_output_abandon(struct vm_output *out)
-{
-	if (out->fd >= 0)
-		close(out->fd);
-	out->fd = -1;
-	if (out->temp[0])
-		unlink(out->temp);
-	out->temp[0] = '\0';
-}
-
 /* Which memory the state goes with: the last file of the chain a restore is given
  * (the full memory file, then the diffs oldest first) must carry the snapshot's id. */
 static void vm_memory_identity_save(const struct snapshot_memory_identity *identity,
@@ -229,7 +175,7 @@ static int vm_state_build(struct mote_vm *vm, const struct snapshot_memory_ident
 
 static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_params *params)
 {
-	struct vm_output state = {.fd = -1}, memory = {.fd = -1};
+	struct output_file state = {.fd = -1}, memory = {.fd = -1};
 	int64_t start_ns = clock_now_ns();
 	struct snap_writer w;
 	int ret;
@@ -261,7 +207,7 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	if (ret)
 		return ret;
 	snap_writer_init(&w);
-	ret = vm_output_open(vm, &memory, params->mem_path);
+	ret = output_file_open(&memory, params->mem_path, &vm->log);
 	if (!ret)
 		ret = snapshot_memory_write(&vm->mem, diff ? vm->dirty : NULL, memory.fd, &identity,
 					    params->mem_path, &vm->log);
@@ -271,18 +217,18 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 	if (!ret)
 		ret = vm_state_build(vm, &identity, &w);
 	if (!ret)
-		ret = vm_output_open(vm, &state, params->state_path);
+		ret = output_file_open(&state, params->state_path, &vm->log);
 	if (!ret) {
 		ret = snap_writer_write(&w, state.fd);
 		if (ret)
 			log_error(&vm->log, "%s: %s", state.temp, strerror(-ret));
 	}
 	if (!ret)
-		ret = vm_output_commit(vm, &memory);
+		ret = output_file_commit(&memory, &vm->log);
 	if (!ret)
-		ret = vm_output_commit(vm, &state);
-	vm_output_abandon(&memory);
-	vm_output_abandon(&state);
+		ret = output_file_commit(&state, &vm->log);
+	output_file_abandon(&memory);
+	output_file_abandon(&state);
 	snap_writer_free(&w);
 	if (!ret && vm->dirty)
 		memset(vm->dirty, 0,

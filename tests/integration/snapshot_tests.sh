@@ -205,6 +205,24 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	expect_status 0
 	[ "$(grep . "$WORK/s2-d2sum.stdout")" = "$(grep . "$WORK/s2-c.stdout")" ] ||
 		fail "full + diff + the restored VM's diff sees other memory: $(cat "$WORK/s2-d2sum.stdout" "$WORK/s2-d2sum.stderr")"
+	# The same chain merged into one full file restores s2-4's state alone; a merge of
+	# the chain out of order is refused and writes nothing.
+	mote_run s2-badmerge merge-memory --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-4.diff" \
+		--mem-diff "$WORK/s2-2.diff" --out "$WORK/s2-bad.mem"
+	expect_status 6
+	expect_in "$err" "s2-4.diff does not apply on"
+	[ ! -e "$WORK/s2-bad.mem" ] || fail "a refused merge wrote its output"
+	mote_run s2-merge merge-memory --mem "$WORK/s2-1.mem" --mem-diff "$WORK/s2-2.diff" \
+		--mem-diff "$WORK/s2-4.diff" --out "$WORK/s2-merged.mem"
+	expect_status 0
+	expect_in "$err" "2 diffs merged into"
+	rm -f "$uds"
+	snap_restore s2m --snapshot "$WORK/s2-4.state" --mem "$WORK/s2-merged.mem" --verify-memory
+	snap_exec "$uds" s2-msum md5sum /tmp/a /tmp/b /tmp/c
+	snap_end "$uds" s2m
+	expect_status 0
+	[ "$(grep . "$WORK/s2-msum.stdout")" = "$(grep . "$WORK/s2-b.stdout" "$WORK/s2-c.stdout" | cut -d: -f2-)" ] ||
+		fail "the merged memory file restores other memory: $(cat "$WORK/s2-msum.stdout" "$WORK/s2-msum.stderr" "$WORK/s2m.err")"
 	rm -f "$uds"
 	snap_restore s2f --snapshot "$WORK/s2-3.state" --mem "$WORK/s2-3.mem"
 	snap_exec "$uds" s2-fsum md5sum /tmp/a /tmp/b

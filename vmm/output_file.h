@@ -1,0 +1,26 @@
+/* A file that appears complete or not at all: written under a temporary name next to
+ * its final one, then synced and renamed over it. Readers of the old file (a VM that
+ * maps it) keep the old content, since a rename only moves the name. */
+#ifndef MOTE_OUTPUT_FILE_H
+#define MOTE_OUTPUT_FILE_H
+
+#include "log.h"
+
+struct output_file {
+	const char *path;
+	char temp[4096 + 32];
+	int fd; /* the temporary file's, for writing; -1 once committed or abandoned */
+};
+
+/* Creates "<path>.tmp-<pid>" (mode 0600 while it is written). 0 or a negative errno,
+ * with a message. */
+int output_file_open(struct output_file *out, const char *path, const struct mote_log *log);
+
+/* Syncs it, makes it readable (0644) and renames it to its path. 0 or a negative errno,
+ * with a message; the temporary file is then left for output_file_abandon. */
+int output_file_commit(struct output_file *out, const struct mote_log *log);
+
+/* Closes and removes what was not committed; a no-op after a commit. */
+void output_file_abandon(struct output_file *out);
+
+#endif
