@@ -39,7 +39,10 @@ static void api_http_request_reset(struct api_http *h)
 
 static int api_http_message_begin(http_parser *parser)
 {
-	api_http_request_reset(api_http_of(parser));
+	struct api_http *h = api_http_of(parser);
+
+	api_http_request_reset(h);
+	h->in_request = true;
 	return 0;
 }
 
@@ -179,6 +182,7 @@ static int api_http_message_complete(http_parser *parser)
 {
 	struct api_http *h = api_http_of(parser);
 
+	h->in_request = false;
 	h->keep_alive = http_should_keep_alive(parser) != 0;
 	h->method = parser->method;
 	http_parser_pause(parser, 1); /* answered before the next request is parsed */
@@ -289,6 +293,7 @@ static int api_http_fail(struct api_http *h)
 		api_http_refusal(400, http_errno_description(error), &reply);
 	log_debug(&h->log, "api: refused with %u: %s", reply.status, http_errno_name(error));
 	h->closing = true;
+	h->in_request = false;
 	api_http_request_reset(h);
 	return api_http_respond(h, &reply, false);
 }
@@ -359,4 +364,14 @@ int api_http_sent(struct api_http *h, size_t n)
 bool api_http_finished(const struct api_http *h)
 {
 	return h->closing && h->output_len == 0;
+}
+
+bool api_http_mid_request(const struct api_http *h)
+{
+	return h->in_request;
+}
+
+bool api_http_between_requests(const struct api_http *h)
+{
+	return !h->in_request && h->input_len == 0 && h->output_len == 0 && !h->closing;
 }

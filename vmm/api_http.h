@@ -46,6 +46,7 @@ struct api_http {
 	size_t header_value_len;
 	bool header_in_value;
 	bool expect_continue;
+	bool in_request; /* some of a request was read, not all of it */
 	/* The request complete (the parser pauses on it). */
 	bool keep_alive;
 	unsigned method; /* enum http_method */
@@ -80,6 +81,14 @@ const char *api_http_output(const struct api_http *h, size_t *len);
 /* n bytes of api_http_output() were sent; once all are, the input that waited behind
  * them is parsed. -ENOMEM or 0. */
 int api_http_sent(struct api_http *h, size_t n);
+
+/* Some of a request was read, and not yet all of it. */
+bool api_http_mid_request(const struct api_http *h);
+
+/* Between requests: nothing of one read, nothing of a reply left to send. Closing the
+ * connection now loses nothing (RFC 9112 §9.5: a client must be ready for a persistent
+ * connection to close while it is idle). */
+bool api_http_between_requests(const struct api_http *h);
 
 /* Nothing left to send and nothing more to read: close the connection. */
 bool api_http_finished(const struct api_http *h);

@@ -25,13 +25,22 @@
 /* A connection that neither sends nor reads for this long is closed, unless
  * api_server_set_idle_timeout() says otherwise. */
 #define API_IDLE_TIMEOUT_NS (60 * 1000000000LL)
+/* A request must arrive whole within this long of its first byte, unless
+ * api_server_set_request_timeout() says otherwise: a client that sends one byte at a
+ * time holds its connection no longer than that. */
+#define API_REQUEST_TIMEOUT_NS (10 * 1000000000LL)
+/* With every connection taken, a new client is let in by closing the connection that
+ * has waited longest between requests, once it has waited this long: long enough that a
+ * client that just connected sends its request first. */
+#define API_EVICT_AFTER_NS (1000 * 1000000LL)
 /* accept() failing for want of descriptors or memory is retried after this long
  * instead of at once (the pending connection keeps the socket readable). */
 #define API_ACCEPT_RETRY_NS (100 * 1000000LL)
 
 struct api_connection {
 	int fd;
-	int64_t active_ns; /* when it last sent or read */
+	int64_t active_ns;  /* when it last sent or read */
+	int64_t request_ns; /* when the request being read began; 0: none is */
 	struct api_http http;
 };
 
@@ -45,32 +54,10 @@ struct api_server {
 	unsigned connection_count;
 	int64_t accept_after_ns; /* accept() is retried from then on */
 	_Atomic int64_t idle_timeout_ns;
+	_Atomic int64_t request_timeout_ns;
 	char *socket_path;
 	struct unix_listener_id socket_id; /* the socket bound, so only it is removed */
 };
-
-static void api_accept(struct api_server *server, int64_t now)
-{
-	int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-
-	if (fd < 0) {
-		if (errno != EAGAIN && errno != ECONNABORTED && errno != EINTR) {
-			log_error(&server->log, "api socket %s: accept: %s", server->socket_path,
-				  strerror(errno));
-			server->accept_after_ns = now + API_ACCEPT_RETRY_NS;
-		}
-		return;
-	}
-	struct api_connection *connection = malloc(sizeof(*connection));
-	if (!connection) {
-		close(fd);
-		return;
-	}
-	connection->fd = fd;
-	connection->active_ns = now;
-	api_http_init(&connection->http, server->controller, &server->log);
-	server->connections[server->connection_count++] = connection;
-}
 
 static void api_connection_close(struct api_server *server, unsigned i)
 {
@@ -126,21 +113,99 @@ static int api_connection_serve(struct api_connection *connection, short revents
 	return api_http_finished(http) ? -1 : 0;
 }
 
-/* Until the nearest idle deadline or accept retry, in poll()'s milliseconds; -1: none. */
-static int api_poll_timeout(const struct api_server *server, int64_t now, int64_t idle_timeout)
+/* The timeouts the server thread read when it last woke. */
+struct api_timeouts {
+	int64_t idle_ns, request_ns;
+};
+
+/* When connection must be closed: when it has been idle too long, or been sending its
+ * request too long. */
+static int64_t api_connection_deadline(const struct api_connection *connection,
+				       const struct api_timeouts *timeouts)
 {
-	int64_t deadline = INT64_MAX;
+	int64_t deadline = connection->active_ns + timeouts->idle_ns;
+
+	if (connection->request_ns && connection->request_ns + timeouts->request_ns < deadline)
+		deadline = connection->request_ns + timeouts->request_ns;
+	return deadline;
+}
+
+/* With every connection taken: the one that has waited longest between requests, if
+ * any has, and when it may be closed to let a new client in (INT64_MAX: none may). */
+static int api_eviction_candidate(const struct api_server *server, int64_t *when)
+{
+	int found = -1;
+
+	*when = INT64_MAX;
+	for (unsigned i = 0; i < server->connection_count; i++) {
+		const struct api_connection *connection = server->connections[i];
+		if (api_http_between_requests(&connection->http) &&
+		    connection->active_ns + API_EVICT_AFTER_NS < *when) {
+			*when = connection->active_ns + API_EVICT_AFTER_NS;
+			found = (int)i;
+		}
+	}
+	return found;
+}
+
+/* Until the nearest deadline, eviction or accept retry, in poll()'s milliseconds; -1:
+ * none. */
+static int api_poll_timeout(const struct api_server *server, int64_t now,
+			    const struct api_timeouts *timeouts, int64_t evict_at)
+{
+	int64_t deadline = evict_at > now ? evict_at : INT64_MAX;
 
 	for (unsigned i = 0; i < server->connection_count; i++) {
-		int64_t idle_end = server->connections[i]->active_ns + idle_timeout;
-		if (idle_end < deadline)
-			deadline = idle_end;
+		int64_t end = api_connection_deadline(server->connections[i], timeouts);
+		if (end < deadline)
+			deadline = end;
 	}
 	if (server->accept_after_ns > now && server->accept_after_ns < deadline)
 		deadline = server->accept_after_ns;
 	if (deadline == INT64_MAX)
 		return -1;
 	return deadline <= now ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+/* A client waiting in the backlog, accepted. When every connection is taken, it takes
+ * the place of the one that has waited longest between requests, if that one has
+ * waited long enough; else it waits on. */
+static void api_accept(struct api_server *server, int64_t now)
+{
+	int evict = -1;
+
+	if (server->connection_count == API_CONNECTIONS_MAX) {
+		int64_t evict_at;
+		evict = api_eviction_candidate(server, &evict_at);
+		if (evict < 0 || evict_at > now)
+			return;
+	}
+	int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EAGAIN && errno != ECONNABORTED && errno != EINTR) {
+			log_error(&server->log, "api socket %s: accept: %s", server->socket_path,
+				  strerror(errno));
+			server->accept_after_ns = now + API_ACCEPT_RETRY_NS;
+		}
+		return;
+	}
+	struct api_connection *connection = malloc(sizeof(*connection));
+	if (!connection) {
+		close(fd);
+		return;
+	}
+	if (evict >= 0) {
+		log_debug(&server->log,
+			  "api socket %s: every connection taken; closing the one idle longest "
+			  "for a new client",
+			  server->socket_path);
+		api_connection_close(server, (unsigned)evict);
+	}
+	connection->fd = fd;
+	connection->active_ns = now;
+	connection->request_ns = 0;
+	api_http_init(&connection->http, server->controller, &server->log);
+	server->connections[server->connection_count++] = connection;
 }
 
 static void *api_server_thread(void *arg)
@@ -153,10 +218,13 @@ static void *api_server_thread(void *arg)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int64_t now = clock_now_ns();
-		int64_t idle_timeout = server->idle_timeout_ns;
-		bool may_accept = server->connection_count < API_CONNECTIONS_MAX &&
-				  now >= server->accept_after_ns;
+		int64_t now = clock_now_ns(), evict_at = INT64_MAX;
+		struct api_timeouts timeouts = {server->idle_timeout_ns,
+						server->request_timeout_ns};
+		bool full = server->connection_count == API_CONNECTIONS_MAX;
+		if (full)
+			api_eviction_candidate(server, &evict_at);
+		bool may_accept = (!full || evict_at <= now) && now >= server->accept_after_ns;
 		unsigned count = server->connection_count;
 
 		fds[0] = (struct pollfd){.fd = server->stop_fd, .events = POLLIN};
@@ -166,7 +234,7 @@ static void *api_server_thread(void *arg)
 			fds[2 + i] = (struct pollfd){
 			    .fd = server->connections[i]->fd,
 			    .events = api_connection_events(server->connections[i])};
-		if (poll(fds, 2 + count, api_poll_timeout(server, now, idle_timeout)) < 0 &&
+		if (poll(fds, 2 + count, api_poll_timeout(server, now, &timeouts, evict_at)) < 0 &&
 		    errno != EINTR) {
 			log_error(&server->log, "api socket %s: poll: %s", server->socket_path,
 				  strerror(errno));
@@ -180,8 +248,12 @@ static void *api_server_thread(void *arg)
 		/* Backwards, so that the one moved into a closed one's slot was served. */
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
-			if (api_connection_serve(connection, fds[2 + i].revents) ||
-			    polled - connection->active_ns >= idle_timeout)
+			bool done = api_connection_serve(connection, fds[2 + i].revents) != 0;
+			if (!api_http_mid_request(&connection->http))
+				connection->request_ns = 0;
+			else if (!connection->request_ns)
+				connection->request_ns = polled;
+			if (done || polled >= api_connection_deadline(connection, &timeouts))
 				api_connection_close(server, i);
 		}
 		if (fds[1].revents & POLLIN)
@@ -227,6 +299,7 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 	server->log = *log;
 	server->listen_fd = -1;
 	server->idle_timeout_ns = API_IDLE_TIMEOUT_NS;
+	server->request_timeout_ns = API_REQUEST_TIMEOUT_NS;
 	server->stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (server->stop_fd < 0 || !(server->socket_path = strdup(socket_path))) {
 		int ret = server->stop_fd < 0 ? -errno : -ENOMEM;
@@ -254,6 +327,11 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
 void api_server_set_idle_timeout(struct api_server *server, int64_t timeout_ns)
 {
 	server->idle_timeout_ns = timeout_ns;
+}
+
+void api_server_set_request_timeout(struct api_server *server, int64_t timeout_ns)
+{
+	server->request_timeout_ns = timeout_ns;
 }
 
 void api_server_stop(struct api_server *server)

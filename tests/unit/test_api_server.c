@@ -645,25 +645,87 @@ static void an_idle_connection_is_closed_and_a_slow_request_is_not(void **state)
 	assert_still_answers(f);
 }
 
-static void connections_past_the_limit_wait_for_a_free_slot(void **state)
+/* A client that sends a byte at a time is closed once its request has taken longer
+ * than the request timeout, though it never fell idle. */
+static void a_request_sent_too_slowly_is_closed(void **state)
+{
+	struct fixture *f = *state;
+	static const char request[] = "GET / HTTP/1.1\r\nHost: mote\r\nAccept: */*\r\n\r\n";
+	char reply[256];
+
+	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
+	int slow = connect_raw(f);
+	bool closed = false;
+	/* 200 ms a byte: the whole request would take 9 s. */
+	for (size_t i = 0; i < sizeof(request) - 1 && !closed; i++) {
+		if (send(slow, request + i, 1, MSG_NOSIGNAL) != 1)
+			closed = true;
+		else
+			closed = readable_within(slow, 200);
+	}
+	assert_true(closed);
+	assert_int_equal(read_to_close(slow, reply, sizeof(reply), 10000), 0);
+	close(slow);
+	assert_still_answers(f);
+}
+
+/* Every connection taken by clients that wait between requests (pooled keep-alive
+ * connections): a new client is let in after a second by closing the one that waited
+ * longest, which loses nothing. */
+static void a_new_client_takes_the_place_of_the_longest_idle_connection(void **state)
 {
 	struct fixture *f = *state;
 	static const char get[] = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
 	int held[API_CONNECTIONS_MAX];
 	char reply[2048];
 
-	for (int i = 0; i < API_CONNECTIONS_MAX; i++)
+	for (int i = 0; i < API_CONNECTIONS_MAX; i++) {
 		held[i] = connect_raw(f);
-	/* Accepted in order: this one waits in the backlog behind the ones held. */
+		usleep(5000); /* accepted in this order */
+	}
 	int extra = connect_raw(f);
 	assert_int_equal(send(extra, get, sizeof(get) - 1, 0), (ssize_t)sizeof(get) - 1);
+	/* Not at once: a client that just connected gets time to send its request. */
 	assert_false(readable_within(extra, 300));
-	close(held[0]);
 	read_to_close(extra, reply, sizeof(reply), 10000);
 	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
 	close(extra);
+	/* The first held, and only it, was closed for it. */
+	assert_int_equal(read_to_close(held[0], reply, sizeof(reply), 1000), 0);
 	for (int i = 1; i < API_CONNECTIONS_MAX; i++)
+		assert_false(readable_within(held[i], 0));
+	for (int i = 0; i < API_CONNECTIONS_MAX; i++)
 		close(held[i]);
+	assert_still_answers(f);
+}
+
+/* Connections in the middle of a request are never closed for a new client: it waits
+ * until their request timeout ends them. */
+static void requests_in_progress_keep_their_connections(void **state)
+{
+	struct fixture *f = *state;
+	static const char get[] = "GET / HTTP/1.1\r\nConnection: close\r\n\r\n";
+	static const char half[] = "GET / HTTP/1.1\r\nHost: mote\r\n";
+	int held[API_CONNECTIONS_MAX];
+	char reply[2048];
+
+	api_server_set_request_timeout(f->server, 2500 * 1000000LL);
+	for (int i = 0; i < API_CONNECTIONS_MAX; i++) {
+		held[i] = connect_raw(f);
+		assert_int_equal(send(held[i], half, sizeof(half) - 1, 0),
+				 (ssize_t)sizeof(half) - 1);
+	}
+	int extra = connect_raw(f);
+	assert_int_equal(send(extra, get, sizeof(get) - 1, 0), (ssize_t)sizeof(get) - 1);
+	/* Past the second after which an idle connection would have been closed. */
+	assert_false(readable_within(extra, 1600));
+	read_to_close(extra, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
+	close(extra);
+	for (int i = 0; i < API_CONNECTIONS_MAX; i++) {
+		assert_int_equal(read_to_close(held[i], reply, sizeof(reply), 10000), 0);
+		close(held[i]);
+	}
 	assert_still_answers(f);
 }
 
@@ -756,7 +818,10 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(an_idle_connection_is_closed_and_a_slow_request_is_not,
 					    setup, teardown),
-	    cmocka_unit_test_setup_teardown(connections_past_the_limit_wait_for_a_free_slot, setup,
+	    cmocka_unit_test_setup_teardown(a_request_sent_too_slowly_is_closed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		a_new_client_takes_the_place_of_the_longest_idle_connection, setup, teardown),
+	    cmocka_unit_test_setup_teardown(requests_in_progress_keep_their_connections, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(a_live_socket_and_a_non_socket_path_are_refused, setup,
 					    teardown),
