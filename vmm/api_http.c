@@ -183,6 +183,8 @@ static int api_http_message_complete(http_parser *parser)
 	struct api_http *h = api_http_of(parser);
 
 	h->in_request = false;
+	h->unanswered = false;
+	h->requests_done++;
 	h->keep_alive = http_should_keep_alive(parser) != 0;
 	h->method = parser->method;
 	http_parser_pause(parser, 1); /* answered before the next request is parsed */
@@ -294,6 +296,7 @@ static int api_http_fail(struct api_http *h)
 	log_debug(&h->log, "api: refused with %u: %s", reply.status, http_errno_name(error));
 	h->closing = true;
 	h->in_request = false;
+	h->unanswered = false;
 	api_http_request_reset(h);
 	return api_http_respond(h, &reply, false);
 }
@@ -334,6 +337,7 @@ char *api_http_input_space(struct api_http *h, size_t *room)
 int api_http_received(struct api_http *h, size_t n)
 {
 	h->input_len += n;
+	h->unanswered |= n > 0;
 	return api_http_parse(h);
 }
 
@@ -368,10 +372,15 @@ bool api_http_finished(const struct api_http *h)
 
 bool api_http_mid_request(const struct api_http *h)
 {
-	return h->in_request;
+	return h->in_request || h->unanswered;
+}
+
+unsigned long api_http_requests_done(const struct api_http *h)
+{
+	return h->requests_done;
 }
 
 bool api_http_between_requests(const struct api_http *h)
 {
-	return !h->in_request && h->input_len == 0 && h->output_len == 0 && !h->closing;
+	return !api_http_mid_request(h) && h->input_len == 0 && h->output_len == 0 && !h->closing;
 }

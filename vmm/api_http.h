@@ -47,6 +47,10 @@ struct api_http {
 	bool header_in_value;
 	bool expect_continue;
 	bool in_request; /* some of a request was read, not all of it */
+	/* Bytes came that no request completed yet: a request's start, or blank lines
+	 * before one (which the parser skips without a callback). */
+	bool unanswered;
+	unsigned long requests_done; /* requests read whole, for the server's timer */
 	/* The request complete (the parser pauses on it). */
 	bool keep_alive;
 	unsigned method; /* enum http_method */
@@ -82,8 +86,12 @@ const char *api_http_output(const struct api_http *h, size_t *len);
  * them is parsed. -ENOMEM or 0. */
 int api_http_sent(struct api_http *h, size_t n);
 
-/* Some of a request was read, and not yet all of it. */
+/* Bytes of a request were read, and not yet all of it (blank lines before a request
+ * count: they are bytes a client sent and no request answered). */
 bool api_http_mid_request(const struct api_http *h);
+
+/* How many requests were read whole so far. */
+unsigned long api_http_requests_done(const struct api_http *h);
 
 /* Between requests: nothing of one read, nothing of a reply left to send. Closing the
  * connection now loses nothing (RFC 9112 §9.5: a client must be ready for a persistent

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -39,8 +40,9 @@
 
 struct api_connection {
 	int fd;
-	int64_t active_ns;  /* when it last sent or read */
-	int64_t request_ns; /* when the request being read began; 0: none is */
+	int64_t active_ns;	     /* when it last sent or read */
+	int64_t request_ns;	     /* when the request being read began; 0: none is */
+	unsigned long requests_done; /* api_http_requests_done() when request_ns was set */
 	struct api_http http;
 };
 
@@ -130,6 +132,38 @@ static int64_t api_connection_deadline(const struct api_connection *connection,
 	return deadline;
 }
 
+/* Starts the request timer at a request's first bytes, and again at the next one's when
+ * one read brought the end of one request and the start of another. */
+static void api_request_timer(struct api_connection *connection, int64_t now)
+{
+	unsigned long done = api_http_requests_done(&connection->http);
+
+	if (!api_http_mid_request(&connection->http))
+		connection->request_ns = 0;
+	else if (!connection->request_ns || connection->requests_done != done)
+		connection->request_ns = now;
+	connection->requests_done = done;
+}
+
+/* A request not read whole in time is answered 408 (RFC 9110 §15.5.9), as far as the
+ * socket takes it at once, before the connection is closed. */
+static bool api_request_timed_out(struct api_connection *connection, int64_t now,
+				  const struct api_timeouts *timeouts)
+{
+	static const char body[] = "{\"fault_message\": \"the request did not arrive whole "
+				   "in time\"}";
+	char reply[256];
+
+	if (!connection->request_ns || now < connection->request_ns + timeouts->request_ns)
+		return false;
+	int n = snprintf(reply, sizeof(reply),
+			 "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+			 sizeof(body) - 1, body);
+	(void)send(connection->fd, reply, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	return true;
+}
+
 /* With every connection taken: the one that has waited longest between requests, if
  * any has, and when it may be closed to let a new client in (INT64_MAX: none may). */
 static int api_eviction_candidate(const struct api_server *server, int64_t *when)
@@ -139,8 +173,11 @@ static int api_eviction_candidate(const struct api_server *server, int64_t *when
 	*when = INT64_MAX;
 	for (unsigned i = 0; i < server->connection_count; i++) {
 		const struct api_connection *connection = server->connections[i];
+		char byte;
+		/* Bytes sent and not read yet (while a command ran): a request would be lost. */
 		if (api_http_between_requests(&connection->http) &&
-		    connection->active_ns + API_EVICT_AFTER_NS < *when) {
+		    connection->active_ns + API_EVICT_AFTER_NS < *when &&
+		    recv(connection->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0) {
 			*when = connection->active_ns + API_EVICT_AFTER_NS;
 			found = (int)i;
 		}
@@ -249,10 +286,9 @@ static void *api_server_thread(void *arg)
 		for (unsigned i = count; i-- > 0;) {
 			struct api_connection *connection = server->connections[i];
 			bool done = api_connection_serve(connection, fds[2 + i].revents) != 0;
-			if (!api_http_mid_request(&connection->http))
-				connection->request_ns = 0;
-			else if (!connection->request_ns)
-				connection->request_ns = polled;
+			api_request_timer(connection, polled);
+			if (!done && api_request_timed_out(connection, polled, &timeouts))
+				done = true;
 			if (done || polled >= api_connection_deadline(connection, &timeouts))
 				api_connection_close(server, i);
 		}

@@ -29,9 +29,9 @@
 #include "vm_command.h"
 
 #define API_BODY_MAX (64 * 1024)
-/* Connections served at once. One more waits in the listen backlog until one closes,
- * or until one that waits between requests has waited for a second: that one is closed
- * to let it in (api_server.c). */
+/* Connections served at once. Further clients wait in the listen backlog until one
+ * closes, or until one that waits between requests has waited for a second: that one
+ * is closed to let the next in (api_server.c). */
 #define API_CONNECTIONS_MAX 16
 
 struct api_reply {
@@ -63,8 +63,8 @@ int api_server_start(struct vm_controller *c, const char *socket_path, const str
  * server thread reads it when it next wakes: set it before clients connect. */
 void api_server_set_idle_timeout(struct api_server *server, int64_t timeout_ns);
 
-/* Closes connections whose request has not arrived whole timeout_ns after its first
- * byte (10 s by default). Read as api_server_set_idle_timeout()'s is. */
+/* Answers 408 and closes connections whose request has not arrived whole timeout_ns
+ * after its first byte (10 s by default). Read as api_server_set_idle_timeout()'s is. */
 void api_server_set_request_timeout(struct api_server *server, int64_t timeout_ns);
 
 /* Stops answering and removes the socket; server may be NULL. */

@@ -119,5 +119,10 @@ int cli_merge_main(int argc, char **argv)
 			opts.mem_path, opts.diff_count, opts.diff_count == 1 ? "" : "s",
 			opts.out_path, (long long)((clock_now_ns() - start_ns) / 1000000));
 	cli_merge_options_free(&opts);
-	return ret ? cli_exit_code_for_restore_error(ret) : 0;
+	if (ret == 0)
+		return 0;
+	/* -EINVAL: the files are not a chain, or are damaged; the rest is the host's. */
+	if (ret == -EINVAL)
+		return CLI_EXIT_BAD_SNAPSHOT;
+	return ret == -ENOMEM ? CLI_EXIT_VM_FAILED : CLI_EXIT_BAD_FILE;
 }

@@ -23,9 +23,9 @@ int cli_merge_parse(struct cli_merge_options *opts, int argc, char **argv, char 
 		    size_t error_len);
 void cli_merge_options_free(struct cli_merge_options *opts);
 
-/* The whole subcommand; returns its exit code: 0 merged, 1 failed, 2 usage error,
- * 4 a file that cannot be read or written, 6 files that are not a full file and its
- * diffs in order, or damaged. */
+/* The whole subcommand; returns its exit code: 0 merged, 1 out of memory, 2 usage
+ * error, 4 a file that cannot be read or written (missing, no room, I/O error, ...),
+ * 6 files that are not a full file and its diffs in order, or damaged. */
 int cli_merge_main(int argc, char **argv);
 
 #endif

@@ -10,8 +10,6 @@
 #include "../boot/layout.h"
 
 #define MIB (1024ULL * 1024ULL)
-#define GUEST_MEMORY_MIN (16 * MIB)
-#define GUEST_MEMORY_MAX (1024ULL * 1024ULL * MIB)
 
 static void guest_memory_add_region(struct guest_memory *mem, uint64_t guest_addr, uint64_t size,
 				    uint64_t file_offset)

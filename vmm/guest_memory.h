@@ -10,6 +10,9 @@
 #include "log.h"
 
 #define GUEST_MEMORY_MAX_REGIONS 2
+/* Guest RAM sizes mote accepts: 16 MiB to 1 TiB. */
+#define GUEST_MEMORY_MIN (16ULL << 20)
+#define GUEST_MEMORY_MAX (1ULL << 40)
 
 struct guest_memory_region {
 	uint64_t guest_addr;

@@ -69,9 +69,7 @@ static int merge_apply_diff(struct guest_memory *mem, const char *path,
 		ret = -EINVAL;
 	}
 	if (!ret)
-		ret = snapshot_memory_verify(fd, &identity, path, log);
-	if (!ret)
-		ret = snapshot_memory_apply_diff(mem, fd, &identity, path, log);
+		ret = snapshot_memory_apply_diff(mem, fd, &identity, true, path, log);
 	close(fd);
 	if (!ret)
 		*previous = identity;

@@ -12,12 +12,13 @@ struct output_file {
 	int fd; /* the temporary file's, for writing; -1 once committed or abandoned */
 };
 
-/* Creates "<path>.tmp-<pid>" (mode 0600 while it is written). 0 or a negative errno,
- * with a message. */
+/* Creates "<path>.tmp-<pid>-<random>", a new file (never through a link), with the
+ * mode the umask leaves of 0666. 0 or a negative errno, with a message. */
 int output_file_open(struct output_file *out, const char *path, const struct mote_log *log);
 
-/* Syncs it, makes it readable (0644) and renames it to its path. 0 or a negative errno,
- * with a message; the temporary file is then left for output_file_abandon. */
+/* Gives it the permissions of the file it replaces (if any), syncs it, renames it to
+ * its path and syncs the directory. 0 or a negative errno, with a message; on a failure
+ * before the rename, the temporary file is left for output_file_abandon. */
 int output_file_commit(struct output_file *out, const struct mote_log *log);
 
 /* Closes and removes what was not committed; a no-op after a commit. */

@@ -237,6 +237,12 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 	uint8_t trailer[SNAPSHOT_MEMORY_TRAILER_SIZE];
 	struct stat st;
 
+	/* Bounded first, so that the sums below cannot wrap (a hostile trailer's size). */
+	if (guest_bytes == 0 || guest_bytes > GUEST_MEMORY_MAX) {
+		log_error(log, "memory file %s: %llu bytes of guest memory: not a mote guest's",
+			  path, (unsigned long long)guest_bytes);
+		return -EINVAL;
+	}
 	uint64_t full_size = guest_bytes + SNAPSHOT_MEMORY_TRAILER_SIZE;
 	uint64_t diff_size = full_size + bitmap_bytes_for(guest_bytes);
 
@@ -448,10 +454,11 @@ int snapshot_memory_load_full(struct guest_memory *mem, int fd,
 }
 
 int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
-			       const struct snapshot_memory_identity *identity, const char *path,
-			       const struct mote_log *log)
+			       const struct snapshot_memory_identity *identity, bool verify,
+			       const char *path, const struct mote_log *log)
 {
 	uint64_t pages = snapshot_memory_pages(mem), page = 0, len;
+	XXH3_state_t checksum;
 	uint8_t *bitmap;
 
 	if (identity->guest_bytes != mem->size || !identity->diff)
@@ -459,15 +466,22 @@ int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
 	int ret = read_bitmap(fd, identity, &bitmap, path, log);
 	if (ret)
 		return ret;
+	XXH3_64bits_reset(&checksum);
 	/* Straight into guest memory: the pages the bitmap names, holes or not (a hole
 	 * reads as the zeros the page held). */
 	while (!ret && (len = next_run(bitmap, pages, &page, UINT64_MAX)) > 0) {
-		ret = file_read_at(fd, mem->base + page * GUEST_PAGE_SIZE, len * GUEST_PAGE_SIZE,
-				   page * GUEST_PAGE_SIZE);
+		uint8_t *at = mem->base + page * GUEST_PAGE_SIZE;
+		ret = file_read_at(fd, at, len * GUEST_PAGE_SIZE, page * GUEST_PAGE_SIZE);
 		if (ret)
 			log_error(log, "diff memory file %s: %s", path, strerror(-ret));
+		for (uint64_t i = 0; verify && !ret && i < len; i++)
+			checksum_page(&checksum, page + i, at + i * GUEST_PAGE_SIZE, true);
 		page += len;
 	}
 	free(bitmap);
+	/* What was read is what is checked: a file that changes meanwhile cannot slip
+	 * unchecked pages in. */
+	if (!ret && verify)
+		ret = checksum_compare(0, &checksum, identity, path, log);
 	return ret;
 }

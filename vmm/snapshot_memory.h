@@ -87,11 +87,12 @@ int snapshot_memory_load_full(struct guest_memory *mem, int fd,
 			      const struct snapshot_memory_identity *identity, const char *path,
 			      const struct mote_log *log);
 
-/* Copies the pages a diff file (fd, whose identity was read) names into mem. -EINVAL
- * for a bitmap that names pages past the guest's, another negative errno from the
- * host, with a message naming path. */
+/* Copies the pages a diff file (fd, whose identity was read) names into mem; with
+ * verify, checks what it copied against the content checksum too. -EINVAL for a bitmap
+ * that names pages past the guest's, or (verify) content that does not match, another
+ * negative errno from the host, with a message naming path. */
 int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
-			       const struct snapshot_memory_identity *identity, const char *path,
-			       const struct mote_log *log);
+			       const struct snapshot_memory_identity *identity, bool verify,
+			       const char *path, const struct mote_log *log);
 
 #endif

@@ -516,7 +516,7 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 
 	for (unsigned i = 0; i < files->diff_count && !ret; i++)
 		ret = snapshot_memory_apply_diff(&vm->mem, files->diff_fds[i], &files->diffs[i],
-						 config->mem_diff_paths[i], &vm->log);
+						 false, config->mem_diff_paths[i], &vm->log);
 	/* Every vCPU exists before the interrupt controllers are loaded: KVM_SET_IRQCHIP
 	 * asks each existing vCPU to rescan the IOAPIC for the level-triggered vectors whose
 	 * EOI it must forward; a vCPU created afterwards never learns them, its EOIs never

@@ -664,9 +664,60 @@ static void a_request_sent_too_slowly_is_closed(void **state)
 			closed = readable_within(slow, 200);
 	}
 	assert_true(closed);
-	assert_int_equal(read_to_close(slow, reply, sizeof(reply), 10000), 0);
+	read_to_close(slow, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 408 ");
 	close(slow);
 	assert_still_answers(f);
+}
+
+/* Blank lines before a request are bytes too: a client that sends nothing else is
+ * under the request timeout, and not idle for ever. */
+static void blank_lines_without_a_request_are_timed_out(void **state)
+{
+	struct fixture *f = *state;
+	char reply[256];
+
+	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
+	int blank = connect_raw(f);
+	bool closed = false;
+	for (int i = 0; i < 40 && !closed; i++) {
+		if (send(blank, "\r\n", 2, MSG_NOSIGNAL) != 2)
+			closed = true;
+		else
+			closed = readable_within(blank, 200);
+	}
+	assert_true(closed);
+	read_to_close(blank, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 408 ");
+	close(blank);
+	assert_still_answers(f);
+}
+
+/* Each request of a pipelined connection gets the whole timeout: the next one's time
+ * starts with its own first bytes, even when they come in one read with the end of the
+ * one before. */
+static void each_pipelined_request_has_its_own_timeout(void **state)
+{
+	struct fixture *f = *state;
+	static const char first[] = "GET / HTTP/1.1\r\nHost: mote\r\n";
+	static const char rest_and_second[] = "\r\nGET / HTTP/1.1\r\nHost: mote\r\n";
+	static const char end[] = "Connection: close\r\n\r\n";
+	char reply[4096];
+
+	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
+	int fd = connect_raw(f);
+	assert_int_equal(send(fd, first, sizeof(first) - 1, 0), (ssize_t)sizeof(first) - 1);
+	usleep(700 * 1000);
+	assert_int_equal(send(fd, rest_and_second, sizeof(rest_and_second) - 1, 0),
+			 (ssize_t)sizeof(rest_and_second) - 1);
+	usleep(700 * 1000); /* 1.4 s after the first request began */
+	assert_int_equal(send(fd, end, sizeof(end) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(end) - 1);
+	read_to_close(fd, reply, sizeof(reply), 10000);
+	close(fd);
+	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
+	const char *second = strstr(reply + 1, "HTTP/1.1 ");
+	assert_non_null(second);
+	assert_reply_starts_with(second, "HTTP/1.1 200 ");
 }
 
 /* Every connection taken by clients that wait between requests (pooled keep-alive
@@ -723,7 +774,8 @@ static void requests_in_progress_keep_their_connections(void **state)
 	assert_reply_starts_with(reply, "HTTP/1.1 200 ");
 	close(extra);
 	for (int i = 0; i < API_CONNECTIONS_MAX; i++) {
-		assert_int_equal(read_to_close(held[i], reply, sizeof(reply), 10000), 0);
+		read_to_close(held[i], reply, sizeof(reply), 10000);
+		assert_reply_starts_with(reply, "HTTP/1.1 408 ");
 		close(held[i]);
 	}
 	assert_still_answers(f);
@@ -819,6 +871,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(an_idle_connection_is_closed_and_a_slow_request_is_not,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(a_request_sent_too_slowly_is_closed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(blank_lines_without_a_request_are_timed_out, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(each_pipelined_request_has_its_own_timeout, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		a_new_client_takes_the_place_of_the_longest_idle_connection, setup, teardown),
 	    cmocka_unit_test_setup_teardown(requests_in_progress_keep_their_connections, setup,

@@ -158,6 +158,23 @@ static unsigned files_in(const struct fixture *f)
 	return count;
 }
 
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_mode & 07777;
+}
+
+/* What the umask leaves of 0666: the mode of a new file. */
+static mode_t new_file_mode(void)
+{
+	mode_t mask = umask(0);
+
+	umask(mask);
+	return 0666 & ~mask;
+}
+
 /* The merged file is a full file of the given snapshot that verifies and holds memory:
  * a restore of that snapshot from it alone gives the guest's memory then. */
 static void assert_full_file_of(const char *path, const struct snapshot_memory_identity *of,
@@ -181,7 +198,6 @@ static void assert_full_file_of(const char *path, const struct snapshot_memory_i
 	/* Still sparse: a handful of pages, not the guest's size. */
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_true((uint64_t)st.st_blocks * 512 < GUEST_BYTES / 4);
-	assert_int_equal(st.st_mode & 0777, 0644);
 	close(fd);
 }
 
@@ -194,6 +210,7 @@ static void a_full_file_and_its_diffs_merge_into_the_last_snapshots_full_file(vo
 	snprintf(out, sizeof(out), "%s/merged.mem", f->dir);
 	assert_int_equal(merge(f, f->paths[0], diffs, 2, out), 0);
 	assert_full_file_of(out, &f->ids[2], f->after[2]);
+	assert_int_equal(mode_of(out), new_file_mode());
 	/* The inputs are untouched and nothing else is left behind. */
 	assert_full_file_of(f->paths[0], &f->ids[0], f->after[0]);
 	assert_int_equal(files_in(f), 4);
@@ -229,6 +246,33 @@ static void merging_over_the_full_file_replaces_it_whole(void **state)
 	assert_int_equal(pread(old, page, sizeof(page), 300 * GUEST_PAGE_SIZE), sizeof(page));
 	assert_memory_equal(page, f->after[0] + 300 * GUEST_PAGE_SIZE, sizeof(page));
 	close(old);
+	assert_int_equal(files_in(f), 3);
+}
+
+/* Guest memory may hold secrets: a merge over a private file keeps it private, and the
+ * output may be any input, the last diff included. */
+static void a_merge_over_an_input_keeps_its_permissions(void **state)
+{
+	struct fixture *f = *state;
+	const char *diffs[] = {f->paths[1], f->paths[2]};
+
+	assert_int_equal(chmod(f->paths[0], 0600), 0);
+	assert_int_equal(merge(f, f->paths[0], diffs, 2, f->paths[0]), 0);
+	assert_full_file_of(f->paths[0], &f->ids[2], f->after[2]);
+	assert_int_equal(mode_of(f->paths[0]), 0600);
+	assert_int_equal(files_in(f), 3);
+}
+
+/* Into the last diff's own name: it is read whole before it is replaced. */
+static void a_merge_may_replace_the_last_diff(void **state)
+{
+	struct fixture *f = *state;
+	const char *diffs[] = {f->paths[1], f->paths[2]};
+
+	assert_int_equal(chmod(f->paths[2], 0640), 0);
+	assert_int_equal(merge(f, f->paths[0], diffs, 2, f->paths[2]), 0);
+	assert_full_file_of(f->paths[2], &f->ids[2], f->after[2]);
+	assert_int_equal(mode_of(f->paths[2]), 0640);
 	assert_int_equal(files_in(f), 3);
 }
 
@@ -358,6 +402,8 @@ int main(void)
 	    TEST(a_full_file_and_its_diffs_merge_into_the_last_snapshots_full_file),
 	    TEST(merging_in_steps_chains),
 	    TEST(merging_over_the_full_file_replaces_it_whole),
+	    TEST(a_merge_over_an_input_keeps_its_permissions),
+	    TEST(a_merge_may_replace_the_last_diff),
 	    TEST(anything_but_the_chain_in_order_is_refused),
 	    TEST(a_damaged_input_is_refused),
 	    TEST(host_errors_are_reported),

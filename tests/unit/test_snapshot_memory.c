@@ -211,7 +211,8 @@ static void assert_diff_restores_the_guest(struct fixture *f, int diff_fd)
 	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), 0);
 	assert_int_equal(guest_memory_create(&older, GUEST_BYTES, NULL), 0);
 	assert_int_equal(pread(f->fd, older.base, GUEST_BYTES, 0), GUEST_BYTES);
-	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, "d.mem", NULL), 0);
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, false, "d.mem", NULL),
+			 0);
 	assert_memory_equal(older.base, f->mem.base, GUEST_BYTES);
 	guest_memory_destroy(&older);
 }
@@ -232,6 +233,15 @@ static void a_diff_holds_its_pages_names_its_base_and_applies(void **state)
 	assert_memory_equal(read.base_id, full.id, SNAPSHOT_ID_SIZE);
 	assert_memory_equal(read.id, diff.id, SNAPSHOT_ID_SIZE);
 	assert_diff_restores_the_guest(f, diff_fd);
+	/* Applied with verify, a changed page is found in what was copied. */
+	struct guest_memory older;
+	assert_int_equal(guest_memory_create(&older, GUEST_BYTES, NULL), 0);
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, true, "d.mem", NULL),
+			 0);
+	flip_byte(diff_fd, 7 * GUEST_PAGE_SIZE + 100);
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, true, "d.mem", NULL),
+			 -EINVAL);
+	guest_memory_destroy(&older);
 	close(diff_fd);
 }
 
@@ -287,7 +297,7 @@ static void a_changed_diff_bitmap_is_found(void **state)
 	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), 0);
 	flip_byte(diff_fd, GUEST_BYTES + pages / 8); /* the first bit past the last page */
 	assert_int_equal(guest_memory_create(&older, GUEST_BYTES, NULL), 0);
-	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, "d.mem", NULL),
+	assert_int_equal(snapshot_memory_apply_diff(&older, diff_fd, &read, false, "d.mem", NULL),
 			 -EINVAL);
 	assert_int_equal(snapshot_memory_verify(diff_fd, &read, "d.mem", NULL), -EINVAL);
 	guest_memory_destroy(&older);
