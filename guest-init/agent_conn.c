@@ -208,6 +208,9 @@ static enum frame_result dispatch(struct agent_conn *c, const struct agent_heade
 	case AGENT_SIGNAL:
 		exec_signal(c, h, payload);
 		return FRAME_DONE;
+	case AGENT_RESIZE:
+		exec_resize(c, h, payload);
+		return FRAME_DONE;
 	case AGENT_UPLOAD:
 		upload_begin(c, h, payload);
 		return FRAME_DONE;

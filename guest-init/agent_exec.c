@@ -1,6 +1,7 @@
 /* Commands (AGENT_PROTOCOL.md "Commands"): EXEC forks a child that becomes the leader
  * of a session of its own and execs the program with pipes for stdin, stdout and
- * stderr. A fourth pipe, close-on-exec, tells the agent whether the exec happened: it
+ * stderr, or with flag TTY on a new pseudo-terminal that is its controlling terminal
+ * (pts(4)). A fourth pipe, close-on-exec, tells the agent whether the exec happened: it
  * reads EOF when it did, and (stage, errno) when chdir or execve failed, so "could
  * not start" never looks like a program that exited 127. */
 #include "agent_internal.h"
@@ -12,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -28,7 +31,8 @@ extern char **environ;
 /* An EXEC payload decoded into NUL-terminated strings, all inside arena. */
 struct exec_args {
 	uint32_t flags;
-	char *cwd; /* NULL: the agent's own */
+	struct winsize size; /* flag TTY: the terminal's */
+	char *cwd;	     /* NULL: the agent's own */
 	char **argv;
 	char **env;
 	uint32_t envc;
@@ -67,7 +71,7 @@ static int decode_exec(const struct agent_header *h, const uint8_t *payload, str
 	a->envc = agent_get_u32(&r);
 	if (r.bad)
 		return snprintf(why, why_len, "EXEC payload truncated"), EPROTO;
-	if (a->flags & ~AGENT_EXEC_ENV_REPLACE)
+	if (a->flags & ~(AGENT_EXEC_ENV_REPLACE | AGENT_EXEC_TTY))
 		return snprintf(why, why_len, "unknown EXEC flags 0x%x", a->flags), EINVAL;
 	if (argc == 0 || argc > AGENT_MAX_ARGS)
 		return snprintf(why, why_len, "argc %u: must be 1 to %u", argc, AGENT_MAX_ARGS),
@@ -88,6 +92,10 @@ static int decode_exec(const struct agent_header *h, const uint8_t *payload, str
 		a->argv[i] = copy_string(&r, &p);
 	for (uint32_t i = 0; i < a->envc; i++)
 		a->env[i] = copy_string(&r, &p);
+	if (a->flags & AGENT_EXEC_TTY) {
+		a->size.ws_row = agent_get_u16(&r);
+		a->size.ws_col = agent_get_u16(&r);
+	}
 	if (!agent_reader_done(&r))
 		return snprintf(why, why_len, "EXEC payload truncated, malformed or too long"),
 		       EPROTO;
@@ -151,8 +159,9 @@ static _Noreturn void child_fail(int report_fd, int stage, int err)
 	_exit(127);
 }
 
-static _Noreturn void child_run(const int pipes[3], int report_fd, const struct exec_args *a,
-				char **env)
+/* fds: its stdin, stdout and stderr; with a terminal, the terminal's slave side each. */
+static _Noreturn void child_run(const int fds[3], bool tty, int report_fd,
+				const struct exec_args *a, char **env)
 {
 	struct sigaction dfl = {.sa_handler = SIG_DFL};
 	sigset_t none;
@@ -164,8 +173,12 @@ static _Noreturn void child_run(const int pipes[3], int report_fd, const struct 
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	/* Its own session and process group, so SIGNAL reaches its children too. */
 	setsid();
+	/* A session leader's terminal: its foreground group gets ^C's SIGINT, and the
+	 * whole session SIGHUP when the terminal goes. */
+	if (tty && ioctl(fds[0], TIOCSCTTY, 0) < 0)
+		child_fail(report_fd, AGENT_STAGE_SETUP, errno);
 	for (int i = 0; i < 3; i++) {
-		if (dup2(pipes[i], i) < 0)
+		if (dup2(fds[i], i) < 0)
 			child_fail(report_fd, AGENT_STAGE_SETUP, errno);
 	}
 	/* Whatever else the agent's process holds stays with it (best effort: older
@@ -189,17 +202,48 @@ static void wait_for(pid_t pid, int *status)
 	}
 }
 
+/* A new pseudo-terminal of the given size: its master in pty[1] (the agent's end) and
+ * its slave in pty[0] (the command's), both close-on-exec. 0 or an errno. */
+static int open_terminal(int pty[2], const struct winsize *size)
+{
+	char name[64];
+
+	pty[1] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (pty[1] < 0 || grantpt(pty[1]) < 0 || unlockpt(pty[1]) < 0 ||
+	    ptsname_r(pty[1], name, sizeof(name)) != 0)
+		return errno ? errno : EIO;
+	/* A size of 0 is unknown, which programs take badly (busybox stty fails): the
+	 * classic terminal's 24 x 80 then, as a VT100's. */
+	struct winsize known = *size;
+	if (!known.ws_row)
+		known.ws_row = 24;
+	if (!known.ws_col)
+		known.ws_col = 80;
+	if (ioctl(pty[1], TIOCSWINSZ, &known) < 0)
+		return errno;
+	pty[0] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	return pty[0] < 0 ? errno : 0;
+}
+
 /* Starts the command. Returns 0, or a positive errno and the stage that failed. */
 static int spawn(struct exec_state *e, const struct exec_args *a, char **env, int *stage)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, report[2] = {-1, -1};
+	bool tty = a->flags & AGENT_EXEC_TTY;
 	int32_t msg[2];
 	int ret = 0;
 	ssize_t n;
 
 	*stage = AGENT_STAGE_SETUP;
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
-	    pipe2(report, O_CLOEXEC) < 0) {
+	/* On a terminal, in[] is the terminal and out[] its master's second descriptor. */
+	if (tty ? (ret = open_terminal(in, &a->size)) != 0 ||
+		      (out[0] = fcntl(in[1], F_DUPFD_CLOEXEC, 0)) < 0
+		: pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+		      pipe2(err, O_CLOEXEC) < 0) {
+		ret = ret ? ret : errno;
+		goto fail;
+	}
+	if (pipe2(report, O_CLOEXEC) < 0) {
 		ret = errno;
 		goto fail;
 	}
@@ -209,7 +253,9 @@ static int spawn(struct exec_state *e, const struct exec_args *a, char **env, in
 		goto fail;
 	}
 	if (pid == 0)
-		child_run((const int[3]){in[0], out[1], err[1]}, report[1], a, env);
+		child_run(tty ? (const int[3]){in[0], in[0], in[0]}
+			      : (const int[3]){in[0], out[1], err[1]},
+			  tty, report[1], a, env);
 	close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&err[1]);
@@ -226,12 +272,14 @@ static int spawn(struct exec_state *e, const struct exec_args *a, char **env, in
 		goto fail;
 	}
 	e->pid = pid;
+	e->tty = tty;
 	e->in_fd = in[1];
 	e->out_fd = out[0];
 	e->err_fd = err[0];
 	set_nonblocking(e->in_fd);
 	set_nonblocking(e->out_fd);
-	set_nonblocking(e->err_fd);
+	if (e->err_fd >= 0)
+		set_nonblocking(e->err_fd);
 	/* Without pidfd_open (Linux < 5.3) the loop polls waitpid on a timer instead. */
 	e->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	return 0;
@@ -305,6 +353,22 @@ static void stdin_close(struct exec_state *e)
 	e->stdin_len = 0;
 }
 
+/* The end of stdin. On a terminal that is its end-of-file character (^D: what a
+ * reading program in canonical mode sees as end of file), while the terminal stays. */
+static void stdin_end(struct exec_state *e)
+{
+	if (e->tty && e->in_fd >= 0) {
+		struct termios mode;
+		uint8_t eof = 4;
+		if (tcgetattr(e->in_fd, &mode) == 0 && mode.c_cc[VEOF])
+			eof = mode.c_cc[VEOF];
+		if (write(e->in_fd, &eof, 1) < 0) {
+			/* A terminal full of unread input: the command is not reading anyway. */
+		}
+	}
+	stdin_close(e);
+}
+
 /* Writes what the pipe takes now. Returns the bytes written; a command that closed its
  * stdin (EPIPE) gets nothing more. */
 static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
@@ -346,7 +410,7 @@ enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 	if (h->type == AGENT_STDIN_EOF) {
 		e->stdin_eof = true;
 		if (e->stdin_len == 0)
-			stdin_close(e);
+			stdin_end(e);
 		return FRAME_DONE;
 	}
 	size_t done = 0;
@@ -393,6 +457,33 @@ void exec_signal(struct agent_conn *c, const struct agent_header *h, const uint8
 		kill(r->exec.pid, (int)sig);
 }
 
+void exec_resize(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload)
+{
+	struct agent_reader rd;
+	struct winsize size = {0};
+
+	agent_reader_init(&rd, payload, h->length);
+	size.ws_row = agent_get_u16(&rd);
+	size.ws_col = agent_get_u16(&rd);
+	if (!agent_reader_done(&rd)) {
+		conn_send_error(c, h->id, h->type, EPROTO, "RESIZE payload must be 4 bytes");
+		return;
+	}
+	struct request *r = conn_find(c, h->id, REQUEST_EXEC);
+	if (!r) {
+		conn_send_error(c, h->id, h->type, ESRCH, "no command with request id %u", h->id);
+		return;
+	}
+	if (!r->exec.tty) {
+		conn_send_error(c, h->id, h->type, ENOTTY, "command %u has no terminal", h->id);
+		return;
+	}
+	/* The kernel sends SIGWINCH to the terminal's foreground group. Once the command
+	 * has gone and its output is drained, there is no terminal left to resize. */
+	if (r->exec.out_fd >= 0)
+		(void)ioctl(r->exec.out_fd, TIOCSWINSZ, &size);
+}
+
 static void poll_add(struct pollfd *fds, struct poll_owner *owners, size_t *n, int fd, short events,
 		     struct request *r, enum poll_role role)
 {
@@ -413,7 +504,7 @@ void exec_poll_add(struct agent_conn *c, struct request *r, struct pollfd *fds,
 	/* Backpressure: a pipe is read only when a whole chunk fits in the output. */
 	if (!conn_has_chunk_room(c))
 		return;
-	if (e->out_fd >= 0)
+	if (e->out_fd >= 0 && !e->tty_idle)
 		poll_add(fds, owners, n, e->out_fd, POLLIN, r, ROLE_STDOUT);
 	if (e->err_fd >= 0)
 		poll_add(fds, owners, n, e->err_fd, POLLIN, r, ROLE_STDERR);
@@ -442,7 +533,9 @@ static bool read_output(struct agent_conn *c, struct request *r, int *fd, uint16
 
 	if (n > 0)
 		return true;
-	if (n != -EAGAIN)
+	if (n != -EAGAIN && r->exec.tty && !r->exec.exited)
+		r->exec.tty_idle = true;
+	else if (n != -EAGAIN)
 		close_fd(fd);
 	return false;
 }
@@ -457,7 +550,7 @@ static void stdin_flush(struct exec_state *e)
 	memmove(e->stdin_buf, e->stdin_buf + n, e->stdin_len - n);
 	e->stdin_len -= n;
 	if (e->stdin_len == 0 && e->stdin_eof)
-		stdin_close(e);
+		stdin_end(e);
 }
 
 void exec_poll_event(struct agent_conn *c, struct request *r, enum poll_role role)

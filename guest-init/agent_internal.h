@@ -38,6 +38,11 @@ struct exec_state {
 	int in_fd;  /* our end of its stdin; -1 once closed */
 	int out_fd; /* our ends of its stdout/stderr; -1 once drained */
 	int err_fd;
+	bool tty; /* on a pseudo-terminal: in_fd and out_fd are its master, err_fd -1 */
+	/* A terminal whose every slave descriptor closed (EIO): not polled, but kept open
+	 * until the command exits, since closing the master hangs the terminal up and a
+	 * command that closed its descriptors before exiting would die of SIGHUP. */
+	bool tty_idle;
 	bool exited;
 	int status; /* waitpid status, once exited */
 	bool stdin_eof;
@@ -137,6 +142,7 @@ void exec_start(struct agent_conn *c, const struct agent_header *h, const uint8_
 enum frame_result exec_stdin(struct agent_conn *c, const struct agent_header *h,
 			     const uint8_t *payload);
 void exec_signal(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload);
+void exec_resize(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload);
 /* Adds the fds of a running command worth polling now. */
 void exec_poll_add(struct agent_conn *c, struct request *r, struct pollfd *fds,
 		   struct poll_owner *owners, size_t *n);

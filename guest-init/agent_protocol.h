@@ -16,8 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* 2: STDIN_TAKEN, and clients keep their stdin in flight within AGENT_STDIN_WINDOW. */
-#define AGENT_PROTOCOL_VERSION 2
+/* 2: STDIN_TAKEN, and clients keep their stdin in flight within AGENT_STDIN_WINDOW.
+ * 3: commands on a pseudo-terminal (EXEC flag TTY, RESIZE). */
+#define AGENT_PROTOCOL_VERSION 3
 #define AGENT_DEFAULT_PORT 52
 
 #define AGENT_HEADER_SIZE 12
@@ -49,6 +50,7 @@ enum agent_frame_type {
 	AGENT_DOWNLOAD = 0x08,
 	AGENT_POWER_OFF = 0x09,
 	AGENT_CANCEL = 0x0a,
+	AGENT_RESIZE = 0x0b,
 	/* agent to client */
 	AGENT_HELLO = 0x80,
 	AGENT_OK = 0x81,
@@ -64,6 +66,9 @@ enum agent_frame_type {
 };
 
 #define AGENT_EXEC_ENV_REPLACE 0x1u /* EXEC flags: env is the whole environment */
+/* EXEC flags: the command runs on a new pseudo-terminal, its size (u16 rows, u16 cols)
+ * after the env entries. */
+#define AGENT_EXEC_TTY 0x2u
 
 enum agent_exit_kind {
 	AGENT_EXIT_CODE = 0,   /* value: the exit status, 0..255 */

@@ -425,6 +425,8 @@ int main(void)
 	mount_fs("proc", "/proc", "proc");
 	mount_fs("sysfs", "/sys", "sysfs");
 	mount_fs("devtmpfs", "/dev", "devtmpfs");
+	/* Pseudo-terminals (pts(4)), for commands the agent runs on one. */
+	mount_fs("devpts", "/dev/pts", "devpts");
 	mount_fs("tmpfs", "/tmp", "tmpfs");
 	open_console_fds();
 	/* Reported only now that the console is certainly open. */

@@ -60,7 +60,7 @@ MOTE_API void mote_agent_options_init(struct mote_agent_options *options);
 
 /* What the agent said in its HELLO frame. */
 struct mote_agent_info {
-	uint32_t version;     /* protocol version (1) */
+	uint32_t version;     /* protocol version (3) */
 	uint32_t max_payload; /* largest frame payload it accepts */
 	uint64_t uptime_ms;   /* the guest's uptime (CLOCK_BOOTTIME) when it answered */
 	char hostname[65];    /* printable characters only */
@@ -115,12 +115,24 @@ struct mote_agent_exec {
 	/* After this long the command's process group gets SIGKILL and the result says
 	 * timed_out. 0: no limit. */
 	int timeout_ms;
+	/* Run the command on a new pseudo-terminal in the guest, as `ssh -t` does: its
+	 * stdin, stdout and stderr are the terminal, which is its controlling terminal. All
+	 * its output comes through on_stdout, as the terminal's line discipline made it
+	 * ("\n" becomes "\r\n"); stdin goes through it too, so a ^C byte is SIGINT for
+	 * the foreground job and input is echoed unless the command turns echo off. The
+	 * end of stdin_fd is sent as the terminal's end-of-file character (^D). */
+	bool tty;
+	uint16_t tty_rows, tty_cols; /* the terminal's size; 0: 24 rows, 80 columns */
+	/* With tty: a terminal whose size the guest's follows (the user's). Each SIGWINCH
+	 * read from signal_fd resizes the guest's terminal to this one's (TIOCGWINSZ)
+	 * instead of being forwarded. -1: SIGWINCH is forwarded like other signals. */
+	int tty_size_fd;
 	mote_agent_output_fn on_stdout; /* NULL: discarded */
 	mote_agent_output_fn on_stderr; /* NULL: discarded */
 	void *opaque;
 };
 
-/* No stdin, no signals, no timeout, output discarded, argv NULL. */
+/* No stdin, no signals, no timeout, no terminal, output discarded, argv NULL. */
 MOTE_API void mote_agent_exec_init(struct mote_agent_exec *exec);
 
 enum mote_agent_outcome {

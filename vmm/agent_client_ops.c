@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@ void mote_agent_exec_init(struct mote_agent_exec *exec)
 	memset(exec, 0, sizeof(*exec));
 	exec->stdin_fd = -1;
 	exec->signal_fd = -1;
+	exec->tty_size_fd = -1;
 }
 
 struct exec_run {
@@ -66,7 +68,8 @@ static int queue_exec(struct exec_run *run)
 		envc++;
 	agent_writer_init(&w, a->out, AGENT_HEADER_SIZE + AGENT_MAX_PAYLOAD);
 	size_t at = agent_frame_open(&w, AGENT_EXEC, run->id);
-	agent_put_u32(&w, ex->env_replace ? AGENT_EXEC_ENV_REPLACE : 0);
+	agent_put_u32(&w, (ex->env_replace ? AGENT_EXEC_ENV_REPLACE : 0) |
+			      (ex->tty ? AGENT_EXEC_TTY : 0));
 	agent_put_u32(&w, argc);
 	agent_put_u32(&w, envc);
 	agent_put_string(&w, ex->cwd ? ex->cwd : "");
@@ -74,6 +77,10 @@ static int queue_exec(struct exec_run *run)
 		agent_put_string(&w, ex->argv[i]);
 	for (uint32_t i = 0; i < envc; i++)
 		agent_put_string(&w, ex->env[i]);
+	if (ex->tty) {
+		agent_put_u16(&w, ex->tty_rows);
+		agent_put_u16(&w, ex->tty_cols);
+	}
 	agent_frame_close(&w, at);
 	if (w.overflow || argc > AGENT_MAX_ARGS || envc > AGENT_MAX_ENV) {
 		log_error(&a->log,
@@ -243,6 +250,20 @@ static void forward_stdin(struct exec_run *run, short revents)
 	run->stdin_in_flight += (uint64_t)n;
 }
 
+/* The user's terminal changed size: so does the command's. */
+static void resize_terminal(struct exec_run *run)
+{
+	struct winsize size;
+	uint8_t payload[4];
+
+	if (ioctl(run->ex->tty_size_fd, TIOCGWINSZ, &size) < 0)
+		return;
+	agent_le16_put(payload, size.ws_row);
+	agent_le16_put(payload + 2, size.ws_col);
+	run->error = agent_queue(run->a, AGENT_RESIZE, run->id, payload, sizeof(payload),
+				 agent_deadline(run->a->io_timeout_ms));
+}
+
 static void forward_signal(struct exec_run *run)
 {
 	struct signalfd_siginfo si;
@@ -250,6 +271,10 @@ static void forward_signal(struct exec_run *run)
 
 	if (read(run->ex->signal_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 		return;
+	if (si.ssi_signo == SIGWINCH && run->ex->tty && run->ex->tty_size_fd >= 0) {
+		resize_terminal(run);
+		return;
+	}
 	run->error = send_signal(run, (int)si.ssi_signo);
 	run->last_signal = (int)si.ssi_signo;
 	run->signal_sent_at = a->out_sent + (a->out_end - a->out_start);

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent_client.h"
@@ -38,6 +40,7 @@ static const struct option agent_options[] = {
     {"env", required_argument, NULL, OPT_ENV},
     {"cwd", required_argument, NULL, OPT_CWD},
     {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"tty", no_argument, NULL, 't'},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,9 +89,15 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 	opterr = 0;
 	optind = 1;
 	/* "+": stop at the command, whose own options are not ours. */
-	while ((option = getopt_long(argc, argv, "+", agent_options, NULL)) != -1) {
+	while ((option = getopt_long(argc, argv, "+t", agent_options, NULL)) != -1) {
 		const char *arg = optarg;
 		switch (option) {
+		case 't':
+			if (!exec)
+				return parse_error(error, error_len, "%s: unknown option --tty",
+						   name);
+			opts->tty = true;
+			break;
 		case OPT_VSOCK:
 			opts->vsock_path = arg;
 			break;
@@ -279,11 +288,34 @@ static int exec_exit_code(const struct mote_agent_result *result, const char *pr
 	return CLI_EXEC_UNREACHABLE;
 }
 
+/* --tty: the command gets a terminal the size of ours. When our stdin is a terminal
+ * it goes raw, as ssh -t does: every key, ^C included, goes to the guest's terminal,
+ * which decides what it means. *saved is then what to restore. */
+static bool terminal_setup(struct mote_agent_exec *exec, struct termios *saved)
+{
+	struct winsize size;
+	int sized = isatty(STDIN_FILENO) ? STDIN_FILENO : STDOUT_FILENO;
+
+	exec->tty = true;
+	if (isatty(sized) && ioctl(sized, TIOCGWINSZ, &size) == 0) {
+		exec->tty_rows = size.ws_row;
+		exec->tty_cols = size.ws_col;
+		exec->tty_size_fd = sized;
+	}
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, saved) < 0)
+		return false;
+	struct termios raw = *saved;
+	cfmakeraw(&raw);
+	return tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
+}
+
 static int run_exec(const struct cli_agent_options *opts, struct mote_agent *agent)
 {
 	struct mote_agent_result result;
 	struct mote_agent_exec exec;
 	sigset_t forwarded, old_mask;
+	struct termios saved_tty;
+	bool raw = false;
 
 	mote_agent_exec_init(&exec);
 	exec.argv = (const char *const *)opts->command;
@@ -301,12 +333,18 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	sigaddset(&forwarded, SIGTERM);
 	sigaddset(&forwarded, SIGHUP);
 	sigaddset(&forwarded, SIGQUIT);
+	if (opts->tty) {
+		raw = terminal_setup(&exec, &saved_tty);
+		sigaddset(&forwarded, SIGWINCH); /* resizes the guest's terminal */
+	}
 	sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
 	exec.signal_fd = signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* A closed stdout is EPIPE from write, as for any program in a pipeline. */
 	signal(SIGPIPE, SIG_IGN);
 
 	int ret = mote_agent_exec(agent, &exec, &result);
+	if (raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
 	if (exec.signal_fd >= 0)
 		close(exec.signal_fd);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);

@@ -14,6 +14,7 @@
 #ifndef MOTE_CLI_EXEC_H
 #define MOTE_CLI_EXEC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,7 @@ struct cli_agent_options {
 	int wait_ms;
 	int timeout_ms; /* exec: 0 for none */
 	const char *cwd;
+	bool tty;	  /* exec --tty: on a terminal in the guest */
 	const char **env; /* env_count entries, malloc'd */
 	size_t env_count;
 	char **command;	 /* exec: NULL-terminated, inside argv */

@@ -126,6 +126,8 @@ static const char usage[] =
     "  --env NAME=VALUE     exec: add to the command's environment, repeatable\n"
     "  --cwd DIR            exec: working directory in the guest (default /)\n"
     "  --timeout S          exec: kill the command after S seconds\n"
+    "  -t, --tty            exec: run it on a terminal in the guest (stderr merged into\n"
+    "                       stdout), our terminal raw meanwhile, its size followed\n"
     "  --max-size SIZE      cp: refuse a download larger than SIZE (e.g. 512M); the\n"
     "                       guest decides what it sends, so bound it when in doubt\n"
     "exec exit codes: the command's status, 128+N if killed by signal N, 124 timed\n"

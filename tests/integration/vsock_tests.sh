@@ -150,6 +150,12 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	local exec_status=$status
 	agent_exec a1-missing /no/such/program
 	local missing_status=$status
+	# On a terminal (-t): stdin, stdout and stderr are one pseudo-terminal, 24 x 80
+	# without one here to take the size of; typed input is echoed; the end of stdin is ^D.
+	printf 'hello\n' | timeout 300 "$MOTE_BIN" exec --vsock "$uds" -t -- \
+		sh -c 'tty; stty size; read line; echo "got $line" >&2; cat; exit 4' \
+		>"$WORK/a1-tty.stdout" 2>"$WORK/a1-tty.stderr"
+	local tty_status=$?
 	# A signal reaches a command that leaves its stdin unread, however much stdin waits
 	# for it (mote keeps within the agent's stdin window): the command traps it and ends
 	# as it chooses. (Before the window the signal waited behind the stdin, and mote gave
@@ -174,6 +180,12 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	[ "$(cat "$WORK/a1-exec.stdout")" = out ] || fail "stdout was '$(cat "$WORK/a1-exec.stdout")'"
 	[ "$(cat "$WORK/a1-exec.stderr")" = err ] || fail "stderr was '$(cat "$WORK/a1-exec.stderr")'"
 	[ "$missing_status" -eq 127 ] || fail "a missing program gave $missing_status, expected 127"
+	[ "$tty_status" -eq 4 ] || fail "mote exec -t returned $tty_status, expected 4: $(cat "$WORK/a1-tty.stderr")"
+	# The echo of the input may come before or after the first lines: it is sent at once.
+	[ "$(tr -d '\r' <"$WORK/a1-tty.stdout" | sed 's|^/dev/pts/[0-9]*$|PTS|' | sort)" = \
+		"$(printf '24 80\nPTS\ngot hello\nhello')" ] ||
+		fail "mote exec -t printed '$(cat -A "$WORK/a1-tty.stdout")'"
+	[ ! -s "$WORK/a1-tty.stderr" ] || fail "mote exec -t wrote to stderr: $(cat "$WORK/a1-tty.stderr")"
 	[ "$sig_status" -eq 7 ] && grep -q "got TERM" "$WORK/a1-sig.stdout" ||
 		fail "the signal behind unread stdin: exit $sig_status, output '$(cat "$WORK/a1-sig.stdout")', $(tail -2 "$WORK/a1-sig.stderr")"
 	grep -q "/no/such/program" "$WORK/a1-missing.stderr" || fail "no message names the missing program"

@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -246,6 +248,80 @@ static void signals_from_the_signal_fd_are_forwarded(void **state)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
 	assert_int_equal(result.code, 7);
+}
+
+/* The user's terminal (a pty here) grows when the command is ready, and SIGWINCH
+ * comes, as a terminal emulator's would. */
+struct resize_context {
+	int terminal;
+	struct sink out;
+	bool resized;
+	size_t stderr_bytes; /* none: a terminal has one output */
+};
+
+static int count_stderr(void *opaque, const void *data, size_t len)
+{
+	(void)data;
+	((struct resize_context *)opaque)->stderr_bytes += len;
+	return 0;
+}
+
+static int resize_on_ready(void *opaque, const void *data, size_t len)
+{
+	struct resize_context *ctx = opaque;
+
+	collect(&ctx->out, data, len);
+	if (!ctx->resized && strstr(ctx->out.data, "ready")) {
+		struct winsize size = {.ws_row = 50, .ws_col = 132};
+		ctx->resized = true;
+		assert_int_equal(ioctl(ctx->terminal, TIOCSWINSZ, &size), 0);
+		kill(getpid(), SIGWINCH);
+	}
+	return 0;
+}
+
+/* With tty, the command runs on a terminal of the size given, its stderr comes with
+ * its stdout, and SIGWINCH resizes it to the size of tty_size_fd's terminal. */
+static void a_command_on_a_terminal_follows_the_size_of_ours(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "stty size; echo err >&2; trap 'stty size; exit 5' WINCH; "
+			      "echo ready; while :; do sleep 0.05; done",
+			      NULL};
+	struct resize_context ctx = {0};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	sigset_t set, old;
+	int pty = posix_openpt(O_RDWR | O_NOCTTY);
+
+	assert_true(pty >= 0);
+	ctx.terminal = pty;
+	connect_to_agent(f);
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	assert_true(sfd >= 0);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.signal_fd = sfd;
+	exec.tty = true;
+	exec.tty_rows = 40;
+	exec.tty_cols = 120;
+	exec.tty_size_fd = pty;
+	exec.on_stdout = resize_on_ready;
+	exec.on_stderr = count_stderr;
+	exec.opaque = &ctx;
+	int ret = mote_agent_exec(f->agent, &exec, &result);
+	close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(pty);
+	assert_int_equal(ret, 0);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 5);
+	assert_string_equal(ctx.out.data, "40 120\r\nerr\r\nready\r\n50 132\r\n");
+	assert_int_equal(ctx.stderr_bytes, 0);
 }
 
 static int refuse_output(void *opaque, const void *data, size_t len)
@@ -601,9 +677,9 @@ static void other_protocol_version_is_refused(void **state)
 
 	f->fake.mode = WIRE_FAKE_RAW;
 	f->fake.raw = raw;
-	/* The version before STDIN_TAKEN: its agent would never open the stdin window. */
+	/* The version before terminals: its agent would refuse an EXEC with flag TTY. */
 	f->fake.raw_len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION - 1);
-	expect_connect_error(f, -EPROTONOSUPPORT, "version 1, not 2");
+	expect_connect_error(f, -EPROTONOSUPPORT, "version 2, not 3");
 }
 
 static void oversized_frame_from_the_guest_is_a_protocol_error(void **state)
@@ -673,6 +749,7 @@ int main(void)
 	    T(stdin_fd_is_forwarded_and_ends_in_eof),
 	    T(timeout_kills_the_command),
 	    T(signals_from_the_signal_fd_are_forwarded),
+	    T(a_command_on_a_terminal_follows_the_size_of_ours),
 	    T(a_signal_behind_stdin_the_command_never_reads_reaches_it),
 	    T(failing_callback_stops_the_command),
 	    T(fifty_mib_round_trip_through_the_client),

@@ -421,6 +421,133 @@ static void closing_the_connection_kills_its_commands(void **state)
 	assert_int_equal(errno, ESRCH);
 }
 
+/* EXEC with flag TTY, the terminal rows x cols. */
+static void send_exec_on_terminal(struct wire_fixture *f, uint32_t id, uint16_t rows, uint16_t cols,
+				  const char *const *argv)
+{
+	static uint8_t payload[AGENT_MAX_PAYLOAD];
+	size_t len =
+	    wire_exec_payload(payload, sizeof(payload) - 4, AGENT_EXEC_TTY, NULL, argv, NULL);
+
+	assert_true(len > 0);
+	agent_le16_put(payload + len, rows);
+	agent_le16_put(payload + len + 2, cols);
+	assert_int_equal(wire_send(f->server.fd, AGENT_EXEC, id, payload, len + 4), 0);
+}
+
+/* Frames of request id until its output holds text (the request must not end first). */
+static void collect_until(struct wire_fixture *f, uint32_t id, struct outcome *o, const char *text)
+{
+	o->out_hash = WIRE_FNV_INIT;
+	while (!strstr(o->out, text)) {
+		assert_int_equal(wire_recv(f->server.fd, &f->frame), 0);
+		assert_false(take_frame(&f->frame, id, o));
+	}
+}
+
+/* Its stdin, stdout and stderr are one terminal of the size asked for, which is its
+ * controlling terminal; everything comes as STDOUT, through the line discipline. */
+static void a_command_on_a_terminal_sees_one_of_its_size(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "test -t 0 && test -t 1 && test -t 2 && echo tty; stty size; "
+			      "echo err >&2; test \"$(ps -o tty= -p $$)\" != '?' && echo ctty",
+			      NULL};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 4, 33, 101, argv);
+	collect(f, 4, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.value, 0);
+	assert_string_equal(o.out, "tty\r\n33 101\r\nerr\r\nctty\r\n");
+	assert_int_equal(o.err_len, 0);
+}
+
+/* RESIZE changes the terminal's size, and the command gets SIGWINCH. */
+static void resize_reaches_the_command_as_sigwinch(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {
+	    "sh", "-c", "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done",
+	    NULL};
+	struct outcome o = {0};
+	uint8_t size[4];
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 6, 24, 80, argv);
+	collect_until(f, 6, &o, "ready");
+	agent_le16_put(size, 50);
+	agent_le16_put(size + 2, 132);
+	assert_int_equal(wire_send(f->server.fd, AGENT_RESIZE, 6, size, sizeof(size)), 0);
+	collect(f, 6, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.value, 0);
+	assert_non_null(strstr(o.out, "50 132\r\n"));
+}
+
+/* Typed input goes through the terminal: ^C is SIGINT for the foreground job, and the
+ * end of stdin is the end-of-file character, which ends a cat. */
+static void a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *sleeper[] = {"sleep", "100", NULL};
+	const char *cat[] = {"cat", NULL};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 8, 24, 80, sleeper);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 8, "\x03", 1), 0);
+	collect(f, 8, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.kind, AGENT_EXIT_SIGNAL);
+	assert_int_equal(o.value, SIGINT);
+
+	memset(&o, 0, sizeof(o));
+	send_exec_on_terminal(f, 9, 24, 80, cat);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 9, "hi\n", 3), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 9, NULL, 0), 0);
+	collect(f, 9, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.kind, AGENT_EXIT_CODE);
+	assert_int_equal(o.value, 0);
+	/* The terminal's echo of the line, then cat's copy of it. */
+	assert_string_equal(o.out, "hi\r\nhi\r\n");
+}
+
+static void resize_without_a_terminal_or_malformed_is_refused(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sleep", "100", NULL};
+	uint8_t size[4] = {1, 0, 1, 0};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	assert_int_equal(wire_send_exec(f->server.fd, 3, 0, NULL, argv, NULL), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_RESIZE, 3, size, sizeof(size)), 0);
+	collect(f, 3, &o);
+	assert_true(o.error);
+	assert_int_equal(o.error_errno, ENOTTY);
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(wire_send(f->server.fd, AGENT_RESIZE, 3, size, 3), 0);
+	collect(f, 3, &o);
+	assert_true(o.error);
+	assert_int_equal(o.error_errno, EPROTO);
+	memset(&o, 0, sizeof(o));
+	assert_int_equal(wire_send(f->server.fd, AGENT_RESIZE, 99, size, sizeof(size)), 0);
+	collect(f, 99, &o);
+	assert_true(o.error);
+	assert_int_equal(o.error_errno, ESRCH);
+	/* The command was not disturbed: it still answers a signal. */
+	agent_le32_put(size, SIGTERM);
+	assert_int_equal(wire_send(f->server.fd, AGENT_SIGNAL, 3, size, sizeof(size)), 0);
+	memset(&o, 0, sizeof(o));
+	collect(f, 3, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.value, SIGTERM);
+}
+
 static void power_off_is_acknowledged_then_requested(void **state)
 {
 	struct wire_fixture *f = *state;
@@ -458,6 +585,10 @@ int main(void)
 	    T(commands_on_one_connection_run_at_once),
 	    T(output_stalls_while_the_client_does_not_read),
 	    T(closing_the_connection_kills_its_commands),
+	    T(a_command_on_a_terminal_sees_one_of_its_size),
+	    T(resize_reaches_the_command_as_sigwinch),
+	    T(a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file),
+	    T(resize_without_a_terminal_or_malformed_is_refused),
 	    T(power_off_is_acknowledged_then_requested),
 #undef T
 	};
