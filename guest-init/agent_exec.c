@@ -202,6 +202,16 @@ static void wait_for(pid_t pid, int *status)
 	}
 }
 
+/* A size of 0 is unknown, which programs take badly (busybox stty fails): the classic
+ * terminal's 24 x 80 then, a VT100's. */
+static void terminal_size_known(struct winsize *size)
+{
+	if (!size->ws_row)
+		size->ws_row = 24;
+	if (!size->ws_col)
+		size->ws_col = 80;
+}
+
 /* A new pseudo-terminal of the given size: its master in pty[1] (the agent's end) and
  * its slave in pty[0] (the command's), both close-on-exec. 0 or an errno. */
 static int open_terminal(int pty[2], const struct winsize *size)
@@ -212,13 +222,8 @@ static int open_terminal(int pty[2], const struct winsize *size)
 	if (pty[1] < 0 || grantpt(pty[1]) < 0 || unlockpt(pty[1]) < 0 ||
 	    ptsname_r(pty[1], name, sizeof(name)) != 0)
 		return errno ? errno : EIO;
-	/* A size of 0 is unknown, which programs take badly (busybox stty fails): the
-	 * classic terminal's 24 x 80 then, as a VT100's. */
 	struct winsize known = *size;
-	if (!known.ws_row)
-		known.ws_row = 24;
-	if (!known.ws_col)
-		known.ws_col = 80;
+	terminal_size_known(&known);
 	if (ioctl(pty[1], TIOCSWINSZ, &known) < 0)
 		return errno;
 	pty[0] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
@@ -256,7 +261,10 @@ static int spawn(struct exec_state *e, const struct exec_args *a, char **env, in
 		child_run(tty ? (const int[3]){in[0], in[0], in[0]}
 			      : (const int[3]){in[0], out[1], err[1]},
 			  tty, report[1], a, env);
-	close_fd(&in[0]);
+	/* The terminal's slave stays open here while the command runs (tty_slave_fd). */
+	int slave = tty ? in[0] : -1;
+	if (!tty)
+		close_fd(&in[0]);
 	close_fd(&out[1]);
 	close_fd(&err[1]);
 	close_fd(&report[1]);
@@ -273,6 +281,8 @@ static int spawn(struct exec_state *e, const struct exec_args *a, char **env, in
 	}
 	e->pid = pid;
 	e->tty = tty;
+	e->tty_slave_fd = slave;
+	in[0] = -1;
 	e->in_fd = in[1];
 	e->out_fd = out[0];
 	e->err_fd = err[0];
@@ -347,24 +357,46 @@ out:
 
 static void stdin_close(struct exec_state *e)
 {
+	e->tty_eof_left = 0;
 	close_fd(&e->in_fd);
 	free(e->stdin_buf);
 	e->stdin_buf = NULL;
 	e->stdin_len = 0;
 }
 
-/* The end of stdin. On a terminal that is its end-of-file character (^D: what a
- * reading program in canonical mode sees as end of file), while the terminal stays. */
+/* Writes the terminal's end-of-file characters still due; true once all are. */
+static bool tty_write_eof(struct exec_state *e)
+{
+	struct termios mode;
+	uint8_t eof = 4; /* ^D */
+
+	if (tcgetattr(e->in_fd, &mode) == 0 && mode.c_cc[VEOF])
+		eof = mode.c_cc[VEOF];
+	while (e->tty_eof_left) {
+		ssize_t n = write(e->in_fd, &eof, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return errno != EAGAIN && errno != EWOULDBLOCK; /* full: poll for room */
+		e->tty_eof_left--;
+	}
+	return true;
+}
+
+/* The end of stdin, once what was queued before it is written. A pipe is closed. On a
+ * terminal, that is its end-of-file character, which a command reading in canonical
+ * mode sees as end of file at the start of a line; after a partial line it only ends
+ * the line, so a second one follows. The terminal stays. */
 static void stdin_end(struct exec_state *e)
 {
 	if (e->tty && e->in_fd >= 0) {
 		struct termios mode;
-		uint8_t eof = 4;
-		if (tcgetattr(e->in_fd, &mode) == 0 && mode.c_cc[VEOF])
-			eof = mode.c_cc[VEOF];
-		if (write(e->in_fd, &eof, 1) < 0) {
-			/* A terminal full of unread input: the command is not reading anyway. */
-		}
+		bool partial_line = e->tty_last_in && e->tty_last_in != '\n' &&
+				    tcgetattr(e->in_fd, &mode) == 0 && (mode.c_lflag & ICANON);
+		e->tty_eof_left = partial_line ? 2 : 1;
+		e->tty_last_in = 0;
+		if (!tty_write_eof(e))
+			return; /* the rest when the terminal has room (stdin_flush) */
 	}
 	stdin_close(e);
 }
@@ -378,6 +410,8 @@ static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
 	do
 		n = write(e->in_fd, data, len);
 	while (n < 0 && errno == EINTR);
+	if (n > 0)
+		e->tty_last_in = data[n - 1];
 	if (n >= 0)
 		return (size_t)n;
 	if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -480,8 +514,10 @@ void exec_resize(struct agent_conn *c, const struct agent_header *h, const uint8
 	}
 	/* The kernel sends SIGWINCH to the terminal's foreground group. Once the command
 	 * has gone and its output is drained, there is no terminal left to resize. */
-	if (r->exec.out_fd >= 0)
-		(void)ioctl(r->exec.out_fd, TIOCSWINSZ, &size);
+	terminal_size_known(&size);
+	if (r->exec.out_fd >= 0 && ioctl(r->exec.out_fd, TIOCSWINSZ, &size) < 0)
+		conn_send_error(c, h->id, h->type, errno, "resizing the terminal: %s",
+				strerror(errno));
 }
 
 static void poll_add(struct pollfd *fds, struct poll_owner *owners, size_t *n, int fd, short events,
@@ -499,12 +535,12 @@ void exec_poll_add(struct agent_conn *c, struct request *r, struct pollfd *fds,
 
 	if (e->pidfd >= 0 && !e->exited)
 		poll_add(fds, owners, n, e->pidfd, POLLIN, r, ROLE_PIDFD);
-	if (e->in_fd >= 0 && e->stdin_len > 0)
+	if (e->in_fd >= 0 && (e->stdin_len > 0 || e->tty_eof_left > 0))
 		poll_add(fds, owners, n, e->in_fd, POLLOUT, r, ROLE_STDIN);
 	/* Backpressure: a pipe is read only when a whole chunk fits in the output. */
 	if (!conn_has_chunk_room(c))
 		return;
-	if (e->out_fd >= 0 && !e->tty_idle)
+	if (e->out_fd >= 0)
 		poll_add(fds, owners, n, e->out_fd, POLLIN, r, ROLE_STDOUT);
 	if (e->err_fd >= 0)
 		poll_add(fds, owners, n, e->err_fd, POLLIN, r, ROLE_STDERR);
@@ -533,9 +569,7 @@ static bool read_output(struct agent_conn *c, struct request *r, int *fd, uint16
 
 	if (n > 0)
 		return true;
-	if (n != -EAGAIN && r->exec.tty && !r->exec.exited)
-		r->exec.tty_idle = true;
-	else if (n != -EAGAIN)
+	if (n != -EAGAIN)
 		close_fd(fd);
 	return false;
 }
@@ -544,6 +578,11 @@ static void stdin_flush(struct exec_state *e)
 {
 	if (e->in_fd < 0)
 		return;
+	if (e->tty_eof_left) {
+		if (tty_write_eof(e))
+			stdin_close(e);
+		return;
+	}
 	size_t n = stdin_write(e, e->stdin_buf, e->stdin_len);
 	if (e->in_fd < 0)
 		return;
@@ -639,6 +678,9 @@ enum progress_wait exec_progress(struct agent_conn *c, struct request *r)
 			return (enum progress_wait)(reported |
 						    (e->pidfd < 0 ? WAIT_TIMER : WAIT_EVENTS));
 		e->drain_left = DRAIN_AFTER_EXIT;
+		/* Now the master reads what the terminal holds, then EIO once no process
+		 * is left on it. */
+		close_fd(&e->tty_slave_fd);
 	}
 	drain(c, r, &e->out_fd, AGENT_STDOUT, &e->drain_left);
 	drain(c, r, &e->err_fd, AGENT_STDERR, &e->drain_left);
@@ -663,4 +705,5 @@ void exec_abort(struct request *r)
 	close_fd(&e->out_fd);
 	close_fd(&e->err_fd);
 	close_fd(&e->pidfd);
+	close_fd(&e->tty_slave_fd);
 }

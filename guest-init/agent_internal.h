@@ -39,10 +39,15 @@ struct exec_state {
 	int out_fd; /* our ends of its stdout/stderr; -1 once drained */
 	int err_fd;
 	bool tty; /* on a pseudo-terminal: in_fd and out_fd are its master, err_fd -1 */
-	/* A terminal whose every slave descriptor closed (EIO): not polled, but kept open
-	 * until the command exits, since closing the master hangs the terminal up and a
-	 * command that closed its descriptors before exiting would die of SIGHUP. */
-	bool tty_idle;
+	/* The terminal's slave side, held by the agent until the command exits: so the
+	 * master never reads EIO (nor hangs the terminal up when closed) while the command
+	 * runs, whatever descriptors it closed or reopens. -1 otherwise. */
+	int tty_slave_fd;
+	/* End-of-file characters still to write once the queued stdin is written: 1, or 2
+	 * after a partial line (the first only ends the line, RFC-less but POSIX
+	 * "Canonical Mode Input Processing"). */
+	unsigned tty_eof_left;
+	uint8_t tty_last_in; /* the last stdin byte written to the terminal */
 	bool exited;
 	int status; /* waitpid status, once exited */
 	bool stdin_eof;

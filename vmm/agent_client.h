@@ -124,8 +124,9 @@ struct mote_agent_exec {
 	bool tty;
 	uint16_t tty_rows, tty_cols; /* the terminal's size; 0: 24 rows, 80 columns */
 	/* With tty: a terminal whose size the guest's follows (the user's). Each SIGWINCH
-	 * read from signal_fd resizes the guest's terminal to this one's (TIOCGWINSZ)
-	 * instead of being forwarded. -1: SIGWINCH is forwarded like other signals. */
+	 * read from signal_fd resizes the guest's terminal to this one's (TIOCGWINSZ).
+	 * With tty, SIGWINCH is never forwarded as a signal; without this (-1) it is
+	 * dropped. */
 	int tty_size_fd;
 	mote_agent_output_fn on_stdout; /* NULL: discarded */
 	mote_agent_output_fn on_stderr; /* NULL: discarded */

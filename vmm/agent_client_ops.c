@@ -271,8 +271,11 @@ static void forward_signal(struct exec_run *run)
 
 	if (read(run->ex->signal_fd, &si, sizeof(si)) != (ssize_t)sizeof(si))
 		return;
-	if (si.ssi_signo == SIGWINCH && run->ex->tty && run->ex->tty_size_fd >= 0) {
-		resize_terminal(run);
+	/* A command on a terminal learns of sizes from the terminal, never from a stray
+	 * signal: without a terminal to follow, SIGWINCH means nothing to it. */
+	if (si.ssi_signo == SIGWINCH && run->ex->tty) {
+		if (run->ex->tty_size_fd >= 0)
+			resize_terminal(run);
 		return;
 	}
 	run->error = send_signal(run, (int)si.ssi_signo);

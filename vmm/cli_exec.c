@@ -309,6 +309,38 @@ static bool terminal_setup(struct mote_agent_exec *exec, struct termios *saved)
 	return tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
 }
 
+/* --tty: the command's environment with our TERM, as ssh passes it, so that programs
+ * draw for the terminal we have; unless --env names a TERM. NULL when nothing is
+ * added (or no memory: the options' environment then). */
+static const char **with_term(const struct cli_agent_options *opts)
+{
+	static const char term_prefix[] = "TERM=";
+	const char *term = getenv("TERM");
+	char *entry = NULL;
+
+	for (size_t i = 0; i < opts->env_count; i++)
+		if (strncmp(opts->env[i], term_prefix, sizeof(term_prefix) - 1) == 0)
+			return NULL;
+	if (!term || !term[0] || asprintf(&entry, "%s%s", term_prefix, term) < 0)
+		return NULL;
+	const char **env = calloc(opts->env_count + 2, sizeof(*env));
+	if (!env) {
+		free(entry);
+		return NULL;
+	}
+	for (size_t i = 0; i < opts->env_count; i++)
+		env[i] = opts->env[i];
+	env[opts->env_count] = entry;
+	return env;
+}
+
+static void with_term_free(const char **env, size_t env_count)
+{
+	if (env)
+		free((char *)env[env_count]);
+	free(env);
+}
+
 static int run_exec(const struct cli_agent_options *opts, struct mote_agent *agent)
 {
 	struct mote_agent_result result;
@@ -319,7 +351,8 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 
 	mote_agent_exec_init(&exec);
 	exec.argv = (const char *const *)opts->command;
-	exec.env = opts->env;
+	const char **env = opts->tty ? with_term(opts) : NULL;
+	exec.env = env ? env : opts->env;
 	exec.cwd = opts->cwd;
 	exec.timeout_ms = opts->timeout_ms;
 	exec.stdin_fd = STDIN_FILENO; /* never closed: see open_std_fds() */
@@ -333,11 +366,12 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	sigaddset(&forwarded, SIGTERM);
 	sigaddset(&forwarded, SIGHUP);
 	sigaddset(&forwarded, SIGQUIT);
-	if (opts->tty) {
-		raw = terminal_setup(&exec, &saved_tty);
+	if (opts->tty)
 		sigaddset(&forwarded, SIGWINCH); /* resizes the guest's terminal */
-	}
+	/* Blocked before the terminal goes raw, so that no signal ends us while it is. */
 	sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+	if (opts->tty)
+		raw = terminal_setup(&exec, &saved_tty);
 	exec.signal_fd = signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* A closed stdout is EPIPE from write, as for any program in a pipeline. */
 	signal(SIGPIPE, SIG_IGN);
@@ -345,6 +379,7 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	int ret = mote_agent_exec(agent, &exec, &result);
 	if (raw)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+	with_term_free(env, opts->env_count);
 	if (exec.signal_fd >= 0)
 		close(exec.signal_fd);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);

@@ -151,10 +151,21 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	agent_exec a1-missing /no/such/program
 	local missing_status=$status
 	# On a terminal (-t): stdin, stdout and stderr are one pseudo-terminal, 24 x 80
-	# without one here to take the size of; typed input is echoed; the end of stdin is ^D.
-	printf 'hello\n' | timeout 300 "$MOTE_BIN" exec --vsock "$uds" -t -- \
-		sh -c 'tty; stty size; read line; echo "got $line" >&2; cat; exit 4' \
-		>"$WORK/a1-tty.stdout" 2>"$WORK/a1-tty.stderr"
+	# without one here to take the size of; typed input is echoed; the end of stdin is
+	# ^D. The input goes in once the command is ready, so the output's order is fixed.
+	mkfifo "$WORK/a1-tty.in"
+	timeout 300 "$MOTE_BIN" exec --vsock "$uds" -t -- \
+		sh -c 'tty; stty size; echo ready; read line; echo "got $line" >&2; cat; exit 4' \
+		<"$WORK/a1-tty.in" >"$WORK/a1-tty.stdout" 2>"$WORK/a1-tty.stderr" &
+	local tty_pid=$! i
+	exec 4>"$WORK/a1-tty.in"
+	for i in $(seq 1 1200); do
+		grep -q ready "$WORK/a1-tty.stdout" && break
+		sleep 0.1
+	done
+	printf 'hello\n' >&4
+	exec 4>&-
+	finish $tty_pid
 	local tty_status=$?
 	# A signal reaches a command that leaves its stdin unread, however much stdin waits
 	# for it (mote keeps within the agent's stdin window): the command traps it and ends
@@ -181,9 +192,8 @@ test_agent_exec_streams_stdout_and_stderr_apart_and_returns_the_status() {
 	[ "$(cat "$WORK/a1-exec.stderr")" = err ] || fail "stderr was '$(cat "$WORK/a1-exec.stderr")'"
 	[ "$missing_status" -eq 127 ] || fail "a missing program gave $missing_status, expected 127"
 	[ "$tty_status" -eq 4 ] || fail "mote exec -t returned $tty_status, expected 4: $(cat "$WORK/a1-tty.stderr")"
-	# The echo of the input may come before or after the first lines: it is sent at once.
-	[ "$(tr -d '\r' <"$WORK/a1-tty.stdout" | sed 's|^/dev/pts/[0-9]*$|PTS|' | sort)" = \
-		"$(printf '24 80\nPTS\ngot hello\nhello')" ] ||
+	[ "$(sed 's|^/dev/pts/[0-9]*\r$|PTS\r|' "$WORK/a1-tty.stdout")" = \
+		"$(printf 'PTS\r\n24 80\r\nready\r\nhello\r\ngot hello\r')" ] ||
 		fail "mote exec -t printed '$(cat -A "$WORK/a1-tty.stdout")'"
 	[ ! -s "$WORK/a1-tty.stderr" ] || fail "mote exec -t wrote to stderr: $(cat "$WORK/a1-tty.stderr")"
 	[ "$sig_status" -eq 7 ] && grep -q "got TERM" "$WORK/a1-sig.stdout" ||

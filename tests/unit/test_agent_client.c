@@ -542,6 +542,52 @@ static void a_signal_behind_stdin_the_command_never_reads_reaches_it(void **stat
 	assert_false(mote_agent_broken(f->agent));
 }
 
+static int winch_then_usr1_later_on_ready(void *opaque, const void *data, size_t len)
+{
+	pthread_t *raiser = opaque;
+
+	if (len >= 5 && memcmp(data, "ready", 5) == 0) {
+		kill(getpid(), SIGWINCH);
+		assert_int_equal(pthread_create(raiser, NULL, raise_later, NULL), 0);
+	}
+	return 0;
+}
+
+/* On a terminal without one of ours to follow, SIGWINCH means nothing to the command:
+ * it is not forwarded as a signal (a later SIGUSR1 is). */
+static void sigwinch_without_a_terminal_to_follow_is_not_forwarded(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "trap 'exit 9' WINCH; trap 'exit 7' USR1; echo ready; "
+			      "while :; do sleep 0.05; done",
+			      NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	pthread_t raiser;
+	sigset_t set, old;
+
+	connect_to_agent(f);
+	sigemptyset(&set);
+	sigaddset(&set, SIGWINCH);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	assert_true(sfd >= 0);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.signal_fd = sfd;
+	exec.tty = true;
+	exec.on_stdout = winch_then_usr1_later_on_ready;
+	exec.opaque = &raiser;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
+	pthread_join(raiser, NULL);
+	close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 7);
+}
+
 static void power_off_is_acknowledged(void **state)
 {
 	struct fixture *f = *state;
@@ -750,6 +796,7 @@ int main(void)
 	    T(timeout_kills_the_command),
 	    T(signals_from_the_signal_fd_are_forwarded),
 	    T(a_command_on_a_terminal_follows_the_size_of_ours),
+	    T(sigwinch_without_a_terminal_to_follow_is_not_forwarded),
 	    T(a_signal_behind_stdin_the_command_never_reads_reaches_it),
 	    T(failing_callback_stops_the_command),
 	    T(fifty_mib_round_trip_through_the_client),

@@ -452,7 +452,7 @@ static void a_command_on_a_terminal_sees_one_of_its_size(void **state)
 	struct wire_fixture *f = *state;
 	const char *argv[] = {"sh", "-c",
 			      "test -t 0 && test -t 1 && test -t 2 && echo tty; stty size; "
-			      "echo err >&2; test \"$(ps -o tty= -p $$)\" != '?' && echo ctty",
+			      "echo err >&2; : </dev/tty && echo ctty",
 			      NULL};
 	struct outcome o = {0};
 
@@ -514,6 +514,47 @@ static void a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file(void **
 	assert_int_equal(o.value, 0);
 	/* The terminal's echo of the line, then cat's copy of it. */
 	assert_string_equal(o.out, "hi\r\nhi\r\n");
+}
+
+/* The end of stdin after a partial line: the first end-of-file character only ends
+ * the line in canonical mode, so the agent sends a second, and cat ends. */
+static void eof_after_a_partial_line_still_ends_the_input(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *cat[] = {"cat", NULL};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 10, 24, 80, cat);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 10, "abc", 3), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 10, NULL, 0), 0);
+	collect(f, 10, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.kind, AGENT_EXIT_CODE);
+	assert_int_equal(o.value, 0);
+	assert_string_equal(o.out, "abcabc");
+}
+
+/* A command that closed its terminal descriptors and opens the terminal again later
+ * (a password prompt does) still reaches the client, and a resize to 0 x 0 means the
+ * default size. */
+static void a_terminal_reopened_after_closing_it_still_reaches_the_client(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "exec </dev/null >/dev/null 2>&1; sleep 0.3; stty size </dev/tty "
+			      ">/dev/tty",
+			      NULL};
+	uint8_t size[4] = {0, 0, 0, 0};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 11, 30, 90, argv);
+	assert_int_equal(wire_send(f->server.fd, AGENT_RESIZE, 11, size, sizeof(size)), 0);
+	collect(f, 11, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.value, 0);
+	assert_string_equal(o.out, "24 80\r\n");
 }
 
 static void resize_without_a_terminal_or_malformed_is_refused(void **state)
@@ -588,6 +629,8 @@ int main(void)
 	    T(a_command_on_a_terminal_sees_one_of_its_size),
 	    T(resize_reaches_the_command_as_sigwinch),
 	    T(a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file),
+	    T(eof_after_a_partial_line_still_ends_the_input),
+	    T(a_terminal_reopened_after_closing_it_still_reaches_the_client),
 	    T(resize_without_a_terminal_or_malformed_is_refused),
 	    T(power_off_is_acknowledged_then_requested),
 #undef T
