@@ -200,6 +200,7 @@ int cli_cp_parse(struct cli_agent_options *opts, int argc, char **argv, char *er
 
 struct cli_log_context {
 	const char *name;
+	bool raw_terminal; /* exec --tty: our terminal is raw, and ends no line by itself */
 };
 
 static void cli_log(void *opaque, enum mote_log_level level, const char *message)
@@ -207,7 +208,8 @@ static void cli_log(void *opaque, enum mote_log_level level, const char *message
 	const struct cli_log_context *ctx = opaque;
 
 	if (level <= MOTE_LOG_WARN)
-		fprintf(stderr, "mote %s: %s\n", ctx->name, message);
+		fprintf(stderr, "mote %s: %s%s", ctx->name, message,
+			ctx->raw_terminal ? "\r\n" : "\n");
 }
 
 /* Connects as the options say; on failure the library has said why. */
@@ -341,7 +343,8 @@ static void with_term_free(const char **env, size_t env_count)
 	free(env);
 }
 
-static int run_exec(const struct cli_agent_options *opts, struct mote_agent *agent)
+static int run_exec(const struct cli_agent_options *opts, struct mote_agent *agent,
+		    struct cli_log_context *log)
 {
 	struct mote_agent_result result;
 	struct mote_agent_exec exec;
@@ -372,6 +375,7 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
 	if (opts->tty)
 		raw = terminal_setup(&exec, &saved_tty);
+	log->raw_terminal = raw && isatty(STDERR_FILENO);
 	exec.signal_fd = signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK);
 	/* A closed stdout is EPIPE from write, as for any program in a pipeline. */
 	signal(SIGPIPE, SIG_IGN);
@@ -379,6 +383,7 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 	int ret = mote_agent_exec(agent, &exec, &result);
 	if (raw)
 		tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+	log->raw_terminal = false;
 	with_term_free(env, opts->env_count);
 	if (exec.signal_fd >= 0)
 		close(exec.signal_fd);
@@ -435,7 +440,7 @@ int cli_exec_main(int argc, char **argv)
 		return CLI_EXEC_USAGE;
 	}
 	struct mote_agent *agent = connect_agent(&opts, &log);
-	code = agent ? run_exec(&opts, agent) : CLI_EXEC_UNREACHABLE;
+	code = agent ? run_exec(&opts, agent, &log) : CLI_EXEC_UNREACHABLE;
 	mote_agent_close(agent);
 	cli_agent_options_free(&opts);
 	return code;
