@@ -128,6 +128,10 @@ struct mote_agent_exec {
 	 * With tty, SIGWINCH is never forwarded as a signal; without this (-1) it is
 	 * dropped. */
 	int tty_size_fd;
+	/* With tty: resize requests from the embedder (a pipe, say), each 4 bytes: the
+	 * rows, then the columns, as uint16_t in this host's byte order (0: the default).
+	 * Read until end of file; not closed. -1: none. */
+	int tty_resize_fd;
 	mote_agent_output_fn on_stdout; /* NULL: discarded */
 	mote_agent_output_fn on_stderr; /* NULL: discarded */
 	void *opaque;

@@ -27,6 +27,7 @@ void mote_agent_exec_init(struct mote_agent_exec *exec)
 	exec->stdin_fd = -1;
 	exec->signal_fd = -1;
 	exec->tty_size_fd = -1;
+	exec->tty_resize_fd = -1;
 }
 
 struct exec_run {
@@ -49,6 +50,10 @@ struct exec_run {
 	int last_signal;
 	uint64_t signal_sent_at;
 	int64_t signal_deadline;
+	/* tty_resize_fd: still read, and the part of a request read so far. */
+	bool resize_open;
+	uint8_t resize[4];
+	size_t resize_len;
 };
 
 /* Encodes the EXEC frame straight into the (empty) output queue. */
@@ -250,18 +255,45 @@ static void forward_stdin(struct exec_run *run, short revents)
 	run->stdin_in_flight += (uint64_t)n;
 }
 
+static void queue_resize(struct exec_run *run, uint16_t rows, uint16_t cols)
+{
+	uint8_t payload[4];
+
+	agent_le16_put(payload, rows);
+	agent_le16_put(payload + 2, cols);
+	run->error = agent_queue(run->a, AGENT_RESIZE, run->id, payload, sizeof(payload),
+				 agent_deadline(run->a->io_timeout_ms));
+}
+
 /* The user's terminal changed size: so does the command's. */
 static void resize_terminal(struct exec_run *run)
 {
 	struct winsize size;
-	uint8_t payload[4];
 
-	if (ioctl(run->ex->tty_size_fd, TIOCGWINSZ, &size) < 0)
+	if (ioctl(run->ex->tty_size_fd, TIOCGWINSZ, &size) == 0)
+		queue_resize(run, size.ws_row, size.ws_col);
+}
+
+/* A resize request from tty_resize_fd, whole once its 4 bytes are in. */
+static void forward_resize(struct exec_run *run)
+{
+	ssize_t n = read(run->ex->tty_resize_fd, run->resize + run->resize_len,
+			 sizeof(run->resize) - run->resize_len);
+
+	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
-	agent_le16_put(payload, size.ws_row);
-	agent_le16_put(payload + 2, size.ws_col);
-	run->error = agent_queue(run->a, AGENT_RESIZE, run->id, payload, sizeof(payload),
-				 agent_deadline(run->a->io_timeout_ms));
+	if (n <= 0) {
+		run->resize_open = false; /* end of file, or an fd that cannot be read */
+		return;
+	}
+	run->resize_len += (size_t)n;
+	if (run->resize_len < sizeof(run->resize))
+		return;
+	uint16_t rows, cols;
+	memcpy(&rows, run->resize, sizeof(rows));
+	memcpy(&cols, run->resize + sizeof(rows), sizeof(cols));
+	run->resize_len = 0;
+	queue_resize(run, rows, cols);
 }
 
 static void forward_signal(struct exec_run *run)
@@ -348,8 +380,8 @@ static void take_frames(struct exec_run *run)
 static void exec_step(struct exec_run *run)
 {
 	struct mote_agent *a = run->a;
-	struct pollfd fds[3];
-	int stdin_at = -1, signal_at = -1;
+	struct pollfd fds[4];
+	int stdin_at = -1, signal_at = -1, resize_at = -1;
 	nfds_t n = 1;
 
 	/* Frames that came with earlier reads (with HELLO, say) must not wait for poll. */
@@ -369,6 +401,10 @@ static void exec_step(struct exec_run *run)
 	if (run->ex->signal_fd >= 0 && agent_out_free(a) >= CONTROL_ROOM) {
 		signal_at = (int)n;
 		fds[n++] = (struct pollfd){.fd = run->ex->signal_fd, .events = POLLIN};
+	}
+	if (run->resize_open && agent_out_free(a) >= CONTROL_ROOM) {
+		resize_at = (int)n;
+		fds[n++] = (struct pollfd){.fd = run->ex->tty_resize_fd, .events = POLLIN};
 	}
 	int ready = poll(fds, n, agent_poll_timeout(next_timer(run)));
 	if (ready < 0 && errno != EINTR) {
@@ -390,6 +426,8 @@ static void exec_step(struct exec_run *run)
 		forward_stdin(run, fds[stdin_at].revents);
 	if (!run->error && signal_at >= 0 && (fds[signal_at].revents & POLLIN))
 		forward_signal(run);
+	if (!run->error && resize_at >= 0 && fds[resize_at].revents)
+		forward_resize(run);
 }
 
 int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec,
@@ -415,6 +453,7 @@ int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec
 	if (ret)
 		return ret;
 	run.stdin_open = exec->stdin_fd >= 0;
+	run.resize_open = exec->tty && exec->tty_resize_fd >= 0;
 	if (!run.stdin_open)
 		ret = agent_queue(agent, AGENT_STDIN_EOF, run.id, NULL, 0, -1);
 	if (ret)

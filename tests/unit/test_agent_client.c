@@ -542,6 +542,60 @@ static void a_signal_behind_stdin_the_command_never_reads_reaches_it(void **stat
 	assert_false(mote_agent_broken(f->agent));
 }
 
+struct resize_pipe {
+	int write_fd;
+	struct sink out;
+};
+
+/* The embedder's window grows once the command is ready: a request, then the pipe's
+ * end, which the client takes as no more requests. Sent in two writes, so the client
+ * sees a request arrive in pieces. */
+static int resize_through_the_pipe_on_ready(void *opaque, const void *data, size_t len)
+{
+	struct resize_pipe *p = opaque;
+	uint16_t size[2] = {50, 132};
+
+	collect(&p->out, data, len);
+	if (p->write_fd >= 0 && strstr(p->out.data, "ready")) {
+		assert_int_equal(write(p->write_fd, size, 3), 3);
+		usleep(50 * 1000);
+		assert_int_equal(write(p->write_fd, (uint8_t *)size + 3, 1), 1);
+		close(p->write_fd);
+		p->write_fd = -1;
+	}
+	return 0;
+}
+
+/* An embedder without a terminal of its own resizes the command's through
+ * tty_resize_fd. */
+static void an_embedder_resizes_the_terminal_through_a_pipe(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c",
+			      "trap 'stty size; exit 5' WINCH; echo ready; "
+			      "while :; do sleep 0.05; done",
+			      NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	struct resize_pipe p = {0};
+	int fds[2];
+
+	assert_int_equal(pipe(fds), 0);
+	p.write_fd = fds[1];
+	connect_to_agent(f);
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.tty = true;
+	exec.tty_resize_fd = fds[0];
+	exec.on_stdout = resize_through_the_pipe_on_ready;
+	exec.opaque = &p;
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
+	close(fds[0]);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 5);
+	assert_string_equal(p.out.data, "ready\r\n50 132\r\n");
+}
+
 static int winch_then_usr1_later_on_ready(void *opaque, const void *data, size_t len)
 {
 	pthread_t *raiser = opaque;
@@ -797,6 +851,7 @@ int main(void)
 	    T(signals_from_the_signal_fd_are_forwarded),
 	    T(a_command_on_a_terminal_follows_the_size_of_ours),
 	    T(sigwinch_without_a_terminal_to_follow_is_not_forwarded),
+	    T(an_embedder_resizes_the_terminal_through_a_pipe),
 	    T(a_signal_behind_stdin_the_command_never_reads_reaches_it),
 	    T(failing_callback_stops_the_command),
 	    T(fifty_mib_round_trip_through_the_client),
