@@ -364,6 +364,23 @@ static void stdin_close(struct exec_state *e)
 	e->stdin_len = 0;
 }
 
+/* Whether byte, typed last, leaves the terminal's canonical input at the start of a
+ * line: a newline, a carriage return the terminal turns into one (ICRNL without IGNCR:
+ * an Enter key), an end-of-line character, or an end of file. */
+static bool tty_line_end(int master, uint8_t byte)
+{
+	struct termios mode;
+
+	if (byte == '\n')
+		return true;
+	if (tcgetattr(master, &mode) != 0)
+		return false;
+	if (byte == '\r')
+		return (mode.c_iflag & ICRNL) && !(mode.c_iflag & IGNCR);
+	return byte != _POSIX_VDISABLE &&
+	       (byte == mode.c_cc[VEOL] || byte == mode.c_cc[VEOL2] || byte == mode.c_cc[VEOF]);
+}
+
 /* Writes the terminal's end-of-file characters still due; true once all are. */
 static bool tty_write_eof(struct exec_state *e)
 {
@@ -391,10 +408,10 @@ static void stdin_end(struct exec_state *e)
 {
 	if (e->tty && e->in_fd >= 0) {
 		struct termios mode;
-		bool partial_line = e->tty_last_in && e->tty_last_in != '\n' &&
-				    tcgetattr(e->in_fd, &mode) == 0 && (mode.c_lflag & ICANON);
+		bool partial_line =
+		    e->tty_mid_line && tcgetattr(e->in_fd, &mode) == 0 && (mode.c_lflag & ICANON);
 		e->tty_eof_left = partial_line ? 2 : 1;
-		e->tty_last_in = 0;
+		e->tty_mid_line = false;
 		if (!tty_write_eof(e))
 			return; /* the rest when the terminal has room (stdin_flush) */
 	}
@@ -410,8 +427,8 @@ static size_t stdin_write(struct exec_state *e, const uint8_t *data, size_t len)
 	do
 		n = write(e->in_fd, data, len);
 	while (n < 0 && errno == EINTR);
-	if (n > 0)
-		e->tty_last_in = data[n - 1];
+	if (n > 0 && e->tty)
+		e->tty_mid_line = !tty_line_end(e->in_fd, data[n - 1]);
 	if (n >= 0)
 		return (size_t)n;
 	if (errno != EAGAIN && errno != EWOULDBLOCK)

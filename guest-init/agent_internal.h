@@ -47,7 +47,7 @@ struct exec_state {
 	 * after a partial line (the first only ends the line, RFC-less but POSIX
 	 * "Canonical Mode Input Processing"). */
 	unsigned tty_eof_left;
-	uint8_t tty_last_in; /* the last stdin byte written to the terminal */
+	bool tty_mid_line; /* stdin written to the terminal since its last line end */
 	bool exited;
 	int status; /* waitpid status, once exited */
 	bool stdin_eof;

@@ -120,7 +120,8 @@ struct mote_agent_exec {
 	 * its output comes through on_stdout, as the terminal's line discipline made it
 	 * ("\n" becomes "\r\n"); stdin goes through it too, so a ^C byte is SIGINT for
 	 * the foreground job and input is echoed unless the command turns echo off. The
-	 * end of stdin_fd is sent as the terminal's end-of-file character (^D). */
+	 * end of stdin_fd is sent as the terminal's end-of-file character (^D), twice
+	 * after a partial line (where one only ends the line). */
 	bool tty;
 	uint16_t tty_rows, tty_cols; /* the terminal's size; 0: 24 rows, 80 columns */
 	/* With tty: a terminal whose size the guest's follows (the user's). Each SIGWINCH
@@ -130,14 +131,17 @@ struct mote_agent_exec {
 	int tty_size_fd;
 	/* With tty: resize requests from the embedder (a pipe, say), each 4 bytes: the
 	 * rows, then the columns, as uint16_t in this host's byte order (0: the default).
-	 * Read until end of file; not closed. -1: none. */
+	 * Read until end of file (a partial request then is dropped); not closed. -1:
+	 * none. */
 	int tty_resize_fd;
 	mote_agent_output_fn on_stdout; /* NULL: discarded */
 	mote_agent_output_fn on_stderr; /* NULL: discarded */
 	void *opaque;
 };
 
-/* No stdin, no signals, no timeout, no terminal, output discarded, argv NULL. */
+/* No stdin, no signals, no timeout, no terminal, output discarded, argv NULL. Call it
+ * before filling one in: fields are added as libmote grows (and fds must be -1, not
+ * 0, to mean none). */
 MOTE_API void mote_agent_exec_init(struct mote_agent_exec *exec);
 
 enum mote_agent_outcome {

@@ -377,6 +377,8 @@ static int run_exec(const struct cli_agent_options *opts, struct mote_agent *age
 		raw = terminal_setup(&exec, &saved_tty);
 	log->raw_terminal = raw && isatty(STDERR_FILENO);
 	exec.signal_fd = signalfd(-1, &forwarded, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (exec.signal_fd < 0) /* then not forwarded, but not blocked for good either */
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	/* A closed stdout is EPIPE from write, as for any program in a pipeline. */
 	signal(SIGPIPE, SIG_IGN);
 

@@ -34,7 +34,10 @@ static bool socket_is_served(const struct sockaddr_un *address)
  * far less, and only a process that holds the lock on purpose (flock(1) on /tmp, say)
  * makes this run out. */
 #define DIRECTORY_LOCK_WAIT_NS (2 * 1000000000LL)
-#define DIRECTORY_LOCK_PAUSE_US 1000
+/* A claim is over in a few system calls, so a waiter retries soon, then less often
+ * (copies restored at once claim their sockets one after another). */
+#define DIRECTORY_LOCK_FIRST_PAUSE_US 20
+#define DIRECTORY_LOCK_MAX_PAUSE_US 1000
 
 /* Locks the directory that holds path, so that among processes that open sockets
  * there the stale check, the unlink, the bind and the listen happen one process at a
@@ -59,6 +62,7 @@ static int lock_directory_of(const char *path)
 	if (fd < 0)
 		return -1;
 	int64_t deadline = clock_now_ns() + DIRECTORY_LOCK_WAIT_NS;
+	unsigned pause_us = DIRECTORY_LOCK_FIRST_PAUSE_US;
 	while (clock_now_ns() < deadline) {
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return fd;
@@ -66,7 +70,11 @@ static int lock_directory_of(const char *path)
 			close(fd);
 			return -1; /* a file system without flock: unlocked */
 		}
-		usleep(DIRECTORY_LOCK_PAUSE_US);
+		usleep(pause_us);
+		if (pause_us < DIRECTORY_LOCK_MAX_PAUSE_US)
+			pause_us = pause_us * 2 < DIRECTORY_LOCK_MAX_PAUSE_US
+				       ? pause_us * 2
+				       : DIRECTORY_LOCK_MAX_PAUSE_US;
 	}
 	close(fd);
 	return -EBUSY;

@@ -545,23 +545,36 @@ static void a_signal_behind_stdin_the_command_never_reads_reaches_it(void **stat
 struct resize_pipe {
 	int write_fd;
 	struct sink out;
+	pthread_t writer;
+	bool started;
 };
 
+/* The request's last byte and the pipe's end, a while after the first three bytes: so
+ * the client reads the request in pieces. */
+static void *finish_resize_later(void *arg)
+{
+	struct resize_pipe *p = arg;
+	uint16_t size[2] = {50, 132};
+
+	usleep(300 * 1000);
+	if (write(p->write_fd, (uint8_t *)size + 3, 1) != 1)
+		abort();
+	close(p->write_fd);
+	return NULL;
+}
+
 /* The embedder's window grows once the command is ready: a request, then the pipe's
- * end, which the client takes as no more requests. Sent in two writes, so the client
- * sees a request arrive in pieces. */
+ * end, which the client takes as no more requests. */
 static int resize_through_the_pipe_on_ready(void *opaque, const void *data, size_t len)
 {
 	struct resize_pipe *p = opaque;
 	uint16_t size[2] = {50, 132};
 
 	collect(&p->out, data, len);
-	if (p->write_fd >= 0 && strstr(p->out.data, "ready")) {
+	if (!p->started && strstr(p->out.data, "ready")) {
+		p->started = true;
 		assert_int_equal(write(p->write_fd, size, 3), 3);
-		usleep(50 * 1000);
-		assert_int_equal(write(p->write_fd, (uint8_t *)size + 3, 1), 1);
-		close(p->write_fd);
-		p->write_fd = -1;
+		assert_int_equal(pthread_create(&p->writer, NULL, finish_resize_later, p), 0);
 	}
 	return 0;
 }
@@ -590,6 +603,8 @@ static void an_embedder_resizes_the_terminal_through_a_pipe(void **state)
 	exec.on_stdout = resize_through_the_pipe_on_ready;
 	exec.opaque = &p;
 	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
+	assert_true(p.started);
+	pthread_join(p.writer, NULL);
 	close(fds[0]);
 	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
 	assert_int_equal(result.code, 5);

@@ -541,9 +541,12 @@ static void eof_after_a_partial_line_still_ends_the_input(void **state)
 static void a_terminal_reopened_after_closing_it_still_reaches_the_client(void **state)
 {
 	struct wire_fixture *f = *state;
+	/* More than a terminal buffers (the pty's and the line discipline's), so the
+	 * command finishes only if the agent reads while it runs. */
 	const char *argv[] = {"sh", "-c",
-			      "exec </dev/null >/dev/null 2>&1; sleep 0.3; stty size </dev/tty "
-			      ">/dev/tty",
+			      "exec </dev/null >/dev/null 2>&1; sleep 0.3; "
+			      "head -c 262144 /dev/zero | tr '\\0' x >/dev/tty; "
+			      "stty size </dev/tty >/dev/tty",
 			      NULL};
 	uint8_t size[4] = {0, 0, 0, 0};
 	struct outcome o = {0};
@@ -554,7 +557,25 @@ static void a_terminal_reopened_after_closing_it_still_reaches_the_client(void *
 	collect(f, 11, &o);
 	assert_true(o.exited);
 	assert_int_equal(o.value, 0);
-	assert_string_equal(o.out, "24 80\r\n");
+	assert_int_equal(o.out_total, 262144 + strlen("24 80\r\n"));
+}
+
+/* An Enter typed as a carriage return ends the line (ICRNL), so the end of stdin is a
+ * single end-of-file: a second one would end the next reader's input too. */
+static void a_line_ended_by_a_carriage_return_gets_a_single_eof(void **state)
+{
+	struct wire_fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "cat; timeout 1 cat; echo \"rc $?\"", NULL};
+	struct outcome o = {0};
+
+	wire_expect_hello(f);
+	send_exec_on_terminal(f, 12, 24, 80, argv);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 12, "hi\r", 3), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 12, NULL, 0), 0);
+	collect(f, 12, &o);
+	assert_true(o.exited);
+	assert_int_equal(o.value, 0);
+	assert_non_null(strstr(o.out, "rc 124\r\n"));
 }
 
 static void resize_without_a_terminal_or_malformed_is_refused(void **state)
@@ -631,6 +652,7 @@ int main(void)
 	    T(a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file),
 	    T(eof_after_a_partial_line_still_ends_the_input),
 	    T(a_terminal_reopened_after_closing_it_still_reaches_the_client),
+	    T(a_line_ended_by_a_carriage_return_gets_a_single_eof),
 	    T(resize_without_a_terminal_or_malformed_is_refused),
 	    T(power_off_is_acknowledged_then_requested),
 #undef T
