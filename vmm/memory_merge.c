@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "file_image.h"
 #include "guest_memory.h"
 #include "output_file.h"
 #include "snapshot_memory.h"
@@ -21,20 +20,13 @@
 static int merge_load_full(struct guest_memory *mem, const char *path,
 			   struct snapshot_memory_identity *identity, const struct mote_log *log)
 {
-	int fd = file_open_read(path);
+	int fd = snapshot_memory_open(path, false, log);
 
-	if (fd < 0) {
-		log_error(log, "memory file %s: %s", path, strerror(-fd));
+	if (fd < 0)
 		return fd;
-	}
 	int ret = snapshot_memory_probe(fd, identity, path, log);
-	if (!ret && identity->diff) {
-		log_error(log,
-			  "memory file %s is a diff: give the full memory file first, then the "
-			  "diffs, oldest first",
-			  path);
-		ret = -EINVAL;
-	}
+	if (!ret)
+		ret = snapshot_memory_check_chain(identity, path, NULL, NULL, log);
 	if (!ret)
 		ret = guest_memory_create(mem, identity->guest_bytes, log);
 	if (!ret)
@@ -50,24 +42,13 @@ static int merge_apply_diff(struct guest_memory *mem, const char *path,
 			    const struct mote_log *log)
 {
 	struct snapshot_memory_identity identity;
-	int fd = path ? file_open_read(path) : -EINVAL;
+	int fd = snapshot_memory_open(path, true, log);
 
-	if (fd < 0) {
-		log_error(log, "diff memory file %s: %s", path ? path : "(none)", strerror(-fd));
+	if (fd < 0)
 		return fd;
-	}
 	int ret = snapshot_memory_read_identity(fd, mem->size, &identity, path, log);
-	if (!ret && !identity.diff) {
-		log_error(log, "diff memory file %s is a full memory file, not a diff", path);
-		ret = -EINVAL;
-	}
-	if (!ret && memcmp(identity.base_id, previous->id, SNAPSHOT_ID_SIZE) != 0) {
-		log_error(log,
-			  "diff memory file %s does not apply on %s: give the diffs oldest first, "
-			  "each right after the snapshot it was taken after",
-			  path, previous_path);
-		ret = -EINVAL;
-	}
+	if (!ret)
+		ret = snapshot_memory_check_chain(&identity, path, previous, previous_path, log);
 	if (!ret)
 		ret = snapshot_memory_apply_diff(mem, fd, &identity, true, path, log);
 	close(fd);

@@ -274,6 +274,41 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 	return 0;
 }
 
+int snapshot_memory_open(const char *path, bool diff, const struct mote_log *log)
+{
+	int fd = path ? file_open_read(path) : -EINVAL;
+
+	if (fd < 0)
+		log_error(log, "%smemory file %s: %s", diff ? "diff " : "", path ? path : "(none)",
+			  strerror(-fd));
+	return fd;
+}
+
+int snapshot_memory_check_chain(const struct snapshot_memory_identity *identity, const char *path,
+				const struct snapshot_memory_identity *previous,
+				const char *previous_path, const struct mote_log *log)
+{
+	if (!previous && identity->diff) {
+		log_error(log,
+			  "memory file %s is a diff: give the full memory file first, then the "
+			  "diffs, oldest first",
+			  path);
+		return -EINVAL;
+	}
+	if (previous && !identity->diff) {
+		log_error(log, "diff memory file %s is a full memory file, not a diff", path);
+		return -EINVAL;
+	}
+	if (previous && memcmp(identity->base_id, previous->id, SNAPSHOT_ID_SIZE) != 0) {
+		log_error(log,
+			  "diff memory file %s does not apply on %s: give the diffs oldest first, "
+			  "each right after the snapshot it was taken after",
+			  path, previous_path);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int snapshot_memory_probe(int fd, struct snapshot_memory_identity *identity, const char *path,
 			  const struct mote_log *log)
 {

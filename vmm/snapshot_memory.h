@@ -74,6 +74,18 @@ int snapshot_memory_read_identity(int fd, uint64_t guest_bytes,
 int snapshot_memory_probe(int fd, struct snapshot_memory_identity *identity, const char *path,
 			  const struct mote_log *log);
 
+/* Opens a memory file for reading (a diff's, with diff: for the message). The fd, or a
+ * negative errno with a message naming path (NULL: -EINVAL). */
+int snapshot_memory_open(const char *path, bool diff, const struct mote_log *log);
+
+/* Whether a memory file (identity, read from path) comes next in a chain of memory files:
+ * with previous NULL, the chain's start, which must be a full file; else a diff taken
+ * right after the snapshot previous is the memory of (read from previous_path). 0, or
+ * -EINVAL with a message saying what the chain needs. */
+int snapshot_memory_check_chain(const struct snapshot_memory_identity *identity, const char *path,
+				const struct snapshot_memory_identity *previous,
+				const char *previous_path, const struct mote_log *log);
+
 /* Reads every data page of fd and compares the content checksum with the trailer's
  * (identity, from snapshot_memory_read_identity). 0, -EINVAL when they differ, or
  * another negative errno, with a message naming path. */

@@ -457,38 +457,19 @@ static int vm_memory_files_open(struct vm_memory_files *files,
 	files->diff_count = 0;
 	for (unsigned i = 0; i <= config->mem_diff_count; i++) {
 		const char *path = i == 0 ? config->mem_path : config->mem_diff_paths[i - 1];
-		const char *what = i == 0 ? "memory file" : "diff memory file";
-		int fd = path ? file_open_read(path) : -EINVAL;
-		if (fd < 0) {
-			log_error(log, "%s %s: %s", what, path ? path : "(none)", strerror(-fd));
+		int fd = snapshot_memory_open(path, i > 0, log);
+		if (fd < 0)
 			return fd;
-		}
 		if (i == 0)
 			files->mem_fd = fd;
 		else
 			files->diff_fds[files->diff_count++] = fd;
 		int ret = snapshot_memory_read_identity(fd, guest_bytes, &identity, path, log);
+		if (!ret)
+			ret = snapshot_memory_check_chain(&identity, path, i ? &previous : NULL,
+							  previous_path, log);
 		if (ret)
 			return ret;
-		if (i == 0 && identity.diff) {
-			log_error(log,
-				  "memory file %s is a diff: give the full memory file first, then "
-				  "the diffs, oldest first",
-				  path);
-			return -EINVAL;
-		}
-		if (i > 0 && !identity.diff) {
-			log_error(log, "diff memory file %s is a full memory file, not a diff",
-				  path);
-			return -EINVAL;
-		}
-		if (i > 0 && memcmp(identity.base_id, previous.id, SNAPSHOT_ID_SIZE) != 0) {
-			log_error(log,
-				  "diff memory file %s does not apply on %s: give the diffs oldest "
-				  "first, each right after the snapshot it was taken after",
-				  path, previous_path);
-			return -EINVAL;
-		}
 		if (config->verify_memory &&
 		    (ret = snapshot_memory_verify(fd, &identity, path, log)) != 0)
 			return ret;
