@@ -214,6 +214,31 @@ static void timeout_kills_the_command(void **state)
 	assert_int_equal(result.code, SIGKILL);
 }
 
+/* The given signals (a list ending in 0) blocked in this process and read from a
+ * signalfd instead, as `mote exec` forwards them; signals_release() undoes it. */
+struct caught_signals {
+	int fd;
+	sigset_t old_mask;
+};
+
+static void signals_catch(struct caught_signals *c, const int *signals)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	for (; *signals; signals++)
+		sigaddset(&set, *signals);
+	sigprocmask(SIG_BLOCK, &set, &c->old_mask);
+	c->fd = signalfd(-1, &set, SFD_CLOEXEC);
+	assert_true(c->fd >= 0);
+}
+
+static void signals_release(struct caught_signals *c)
+{
+	close(c->fd);
+	sigprocmask(SIG_SETMASK, &c->old_mask, NULL);
+}
+
 /* The command says it is ready; the callback then raises SIGUSR1 in this process,
  * where it is blocked and read from the signalfd the client forwards. */
 static int raise_on_ready(void *opaque, const void *data, size_t len)
@@ -231,21 +256,16 @@ static void signals_from_the_signal_fd_are_forwarded(void **state)
 			      "trap 'exit 7' USR1; echo ready; while :; do sleep 0.05; done", NULL};
 	struct mote_agent_result result;
 	struct mote_agent_exec exec;
-	sigset_t set, old;
+	struct caught_signals caught;
 
 	connect_to_agent(f);
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	assert_true(sfd >= 0);
+	signals_catch(&caught, (const int[]){SIGUSR1, 0});
 	mote_agent_exec_init(&exec);
 	exec.argv = argv;
-	exec.signal_fd = sfd;
+	exec.signal_fd = caught.fd;
 	exec.on_stdout = raise_on_ready;
 	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
-	close(sfd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	signals_release(&caught);
 	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
 	assert_int_equal(result.code, 7);
 }
@@ -292,20 +312,16 @@ static void a_command_on_a_terminal_follows_the_size_of_ours(void **state)
 	struct resize_context ctx = {0};
 	struct mote_agent_result result;
 	struct mote_agent_exec exec;
-	sigset_t set, old;
+	struct caught_signals caught;
 	int pty = posix_openpt(O_RDWR | O_NOCTTY);
 
 	assert_true(pty >= 0);
 	ctx.terminal = pty;
 	connect_to_agent(f);
-	sigemptyset(&set);
-	sigaddset(&set, SIGWINCH);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	assert_true(sfd >= 0);
+	signals_catch(&caught, (const int[]){SIGWINCH, 0});
 	mote_agent_exec_init(&exec);
 	exec.argv = argv;
-	exec.signal_fd = sfd;
+	exec.signal_fd = caught.fd;
 	exec.tty = true;
 	exec.tty_rows = 40;
 	exec.tty_cols = 120;
@@ -314,8 +330,7 @@ static void a_command_on_a_terminal_follows_the_size_of_ours(void **state)
 	exec.on_stderr = count_stderr;
 	exec.opaque = &ctx;
 	int ret = mote_agent_exec(f->agent, &exec, &result);
-	close(sfd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	signals_release(&caught);
 	close(pty);
 	assert_int_equal(ret, 0);
 	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
@@ -515,28 +530,24 @@ static void a_signal_behind_stdin_the_command_never_reads_reaches_it(void **stat
 	struct mote_agent_exec exec;
 	char src[160];
 	pthread_t raiser;
-	sigset_t set, old;
+	struct caught_signals caught;
 
 	snprintf(src, sizeof(src), "%s/stdin", f->dir);
 	make_file(src, 4u << 20, 9, 0600);
 	connect_to_agent(f);
-	sigemptyset(&set);
-	sigaddset(&set, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	signals_catch(&caught, (const int[]){SIGUSR1, 0});
 	int in = open(src, O_RDONLY);
-	assert_true(sfd >= 0 && in >= 0);
+	assert_true(in >= 0);
 	mote_agent_exec_init(&exec);
 	exec.argv = argv;
 	exec.stdin_fd = in;
-	exec.signal_fd = sfd;
+	exec.signal_fd = caught.fd;
 	exec.on_stdout = raise_later_on_ready;
 	exec.opaque = &raiser;
 	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
 	pthread_join(raiser, NULL);
-	close(sfd);
+	signals_release(&caught);
 	close(in);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	assert_int_equal(result.outcome, MOTE_AGENT_SIGNALED);
 	assert_int_equal(result.code, SIGUSR1);
 	assert_false(mote_agent_broken(f->agent));
@@ -634,25 +645,19 @@ static void sigwinch_without_a_terminal_to_follow_is_not_forwarded(void **state)
 	struct mote_agent_result result;
 	struct mote_agent_exec exec;
 	pthread_t raiser;
-	sigset_t set, old;
+	struct caught_signals caught;
 
 	connect_to_agent(f);
-	sigemptyset(&set);
-	sigaddset(&set, SIGWINCH);
-	sigaddset(&set, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-	assert_true(sfd >= 0);
+	signals_catch(&caught, (const int[]){SIGWINCH, SIGUSR1, 0});
 	mote_agent_exec_init(&exec);
 	exec.argv = argv;
-	exec.signal_fd = sfd;
+	exec.signal_fd = caught.fd;
 	exec.tty = true;
 	exec.on_stdout = winch_then_usr1_later_on_ready;
 	exec.opaque = &raiser;
 	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), 0);
 	pthread_join(raiser, NULL);
-	close(sfd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	signals_release(&caught);
 	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
 	assert_int_equal(result.code, 7);
 }

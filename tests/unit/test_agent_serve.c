@@ -445,6 +445,20 @@ static void collect_until(struct wire_fixture *f, uint32_t id, struct outcome *o
 	}
 }
 
+/* A command on a 24 x 80 terminal, given input and then the end of stdin; it must exit
+ * with status 0, and o holds what came out of the terminal. */
+static void run_on_terminal_with_input(struct wire_fixture *f, uint32_t id, const char *const *argv,
+				       const char *input, struct outcome *o)
+{
+	send_exec_on_terminal(f, id, 24, 80, argv);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, id, input, strlen(input)), 0);
+	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, id, NULL, 0), 0);
+	collect(f, id, o);
+	assert_true(o->exited);
+	assert_int_equal(o->kind, AGENT_EXIT_CODE);
+	assert_int_equal(o->value, 0);
+}
+
 /* Its stdin, stdout and stderr are one terminal of the size asked for, which is its
  * controlling terminal; everything comes as STDOUT, through the line discipline. */
 static void a_command_on_a_terminal_sees_one_of_its_size(void **state)
@@ -505,13 +519,7 @@ static void a_terminal_turns_ctrl_c_into_sigint_and_eof_into_end_of_file(void **
 	assert_int_equal(o.value, SIGINT);
 
 	memset(&o, 0, sizeof(o));
-	send_exec_on_terminal(f, 9, 24, 80, cat);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 9, "hi\n", 3), 0);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 9, NULL, 0), 0);
-	collect(f, 9, &o);
-	assert_true(o.exited);
-	assert_int_equal(o.kind, AGENT_EXIT_CODE);
-	assert_int_equal(o.value, 0);
+	run_on_terminal_with_input(f, 9, cat, "hi\n", &o);
 	/* The terminal's echo of the line, then cat's copy of it. */
 	assert_string_equal(o.out, "hi\r\nhi\r\n");
 }
@@ -525,13 +533,7 @@ static void eof_after_a_partial_line_still_ends_the_input(void **state)
 	struct outcome o = {0};
 
 	wire_expect_hello(f);
-	send_exec_on_terminal(f, 10, 24, 80, cat);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 10, "abc", 3), 0);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 10, NULL, 0), 0);
-	collect(f, 10, &o);
-	assert_true(o.exited);
-	assert_int_equal(o.kind, AGENT_EXIT_CODE);
-	assert_int_equal(o.value, 0);
+	run_on_terminal_with_input(f, 10, cat, "abc", &o);
 	assert_string_equal(o.out, "abcabc");
 }
 
@@ -569,12 +571,7 @@ static void a_line_ended_by_a_carriage_return_gets_a_single_eof(void **state)
 	struct outcome o = {0};
 
 	wire_expect_hello(f);
-	send_exec_on_terminal(f, 12, 24, 80, argv);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN, 12, "hi\r", 3), 0);
-	assert_int_equal(wire_send(f->server.fd, AGENT_STDIN_EOF, 12, NULL, 0), 0);
-	collect(f, 12, &o);
-	assert_true(o.exited);
-	assert_int_equal(o.value, 0);
+	run_on_terminal_with_input(f, 12, argv, "hi\r", &o);
 	assert_non_null(strstr(o.out, "rc 124\r\n"));
 }
 

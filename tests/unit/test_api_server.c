@@ -645,52 +645,44 @@ static void an_idle_connection_is_closed_and_a_slow_request_is_not(void **state)
 	assert_still_answers(f);
 }
 
+/* A client sending data in pieces of piece bytes, one every 200 ms, over and over,
+ * under a request timeout of 1 s: the server answers 408 and closes the connection
+ * before the 40th piece, though the client never fell idle; then it answers others. */
+static void assert_trickle_gets_408(struct fixture *f, const char *data, size_t len, size_t piece)
+{
+	char reply[256];
+	bool closed = false;
+
+	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
+	int fd = connect_raw(f);
+	for (size_t i = 0; i < 40 && !closed; i++) {
+		if (send(fd, data + (i * piece) % len, piece, MSG_NOSIGNAL) != (ssize_t)piece)
+			closed = true;
+		else
+			closed = readable_within(fd, 200);
+	}
+	assert_true(closed);
+	read_to_close(fd, reply, sizeof(reply), 10000);
+	assert_reply_starts_with(reply, "HTTP/1.1 408 ");
+	close(fd);
+	assert_still_answers(f);
+}
+
 /* A client that sends a byte at a time is closed once its request has taken longer
  * than the request timeout, though it never fell idle. */
 static void a_request_sent_too_slowly_is_closed(void **state)
 {
-	struct fixture *f = *state;
+	/* A byte every 200 ms: the whole request would take 9 s. */
 	static const char request[] = "GET / HTTP/1.1\r\nHost: mote\r\nAccept: */*\r\n\r\n";
-	char reply[256];
 
-	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
-	int slow = connect_raw(f);
-	bool closed = false;
-	/* 200 ms a byte: the whole request would take 9 s. */
-	for (size_t i = 0; i < sizeof(request) - 1 && !closed; i++) {
-		if (send(slow, request + i, 1, MSG_NOSIGNAL) != 1)
-			closed = true;
-		else
-			closed = readable_within(slow, 200);
-	}
-	assert_true(closed);
-	read_to_close(slow, reply, sizeof(reply), 10000);
-	assert_reply_starts_with(reply, "HTTP/1.1 408 ");
-	close(slow);
-	assert_still_answers(f);
+	assert_trickle_gets_408(*state, request, sizeof(request) - 1, 1);
 }
 
 /* Blank lines before a request are bytes too: a client that sends nothing else is
  * under the request timeout, and not idle for ever. */
 static void blank_lines_without_a_request_are_timed_out(void **state)
 {
-	struct fixture *f = *state;
-	char reply[256];
-
-	api_server_set_request_timeout(f->server, 1000 * 1000000LL);
-	int blank = connect_raw(f);
-	bool closed = false;
-	for (int i = 0; i < 40 && !closed; i++) {
-		if (send(blank, "\r\n", 2, MSG_NOSIGNAL) != 2)
-			closed = true;
-		else
-			closed = readable_within(blank, 200);
-	}
-	assert_true(closed);
-	read_to_close(blank, reply, sizeof(reply), 10000);
-	assert_reply_starts_with(reply, "HTTP/1.1 408 ");
-	close(blank);
-	assert_still_answers(f);
+	assert_trickle_gets_408(*state, "\r\n", 2, 2);
 }
 
 /* Each request of a pipelined connection gets the whole timeout: the next one's time
