@@ -465,7 +465,8 @@ static int blk_open_overlay(struct virtio_blk *blk, const struct virtio_blk_opti
  * conflict with it). */
 static int blk_open_direct(struct virtio_blk *blk, const struct virtio_blk_options *options)
 {
-	const char *path = options->overlay ? options->overlay : options->path;
+	const char *path =
+	    blk->disk.overlay ? blk_overlay_file_path(blk->disk.overlay) : options->path;
 	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT;
 	struct stat locked, direct;
 
@@ -610,6 +611,11 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 struct vdev *virtio_blk_vdev(struct virtio_blk *blk)
 {
 	return &blk->dev;
+}
+
+int virtio_blk_commit_overlay(struct virtio_blk *blk)
+{
+	return blk->disk.overlay ? blk_overlay_commit(blk->disk.overlay) : 0;
 }
 
 int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole)

@@ -86,30 +86,60 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
+/* Opens path, creating it when missing (*created says so). */
+static int overlay_open_or_create(const char *path, bool *created)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NONBLOCK, 0644);
+
+	*created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	return fd;
+}
+
 /* Opens (or creates) and locks the overlay. Nothing in it is changed yet: only the lock
- * makes it ours. */
+ * makes it ours. A restore may rename a new overlay over the name between the open and
+ * the lock (and then let go of the file it replaced, whose lock we would get): the file
+ * locked must still be the one the name gives, or the open is tried again. */
 static int overlay_open_file(struct blk_overlay *ov, const struct stat *base, struct stat *st)
 {
 	const char *path = ov->path;
 
-	ov->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-	if (ov->fd < 0)
-		return overlay_host_error(ov, path, "cannot open or create the overlay");
-	if (fstat(ov->fd, st) != 0)
-		return overlay_host_error(ov, path, "fstat");
-	if (!S_ISREG(st->st_mode)) {
-		log_error(&ov->log, "disk %s: an overlay must be a regular file", path);
-		return -EISDIR;
+	for (int attempt = 0;; attempt++) {
+		ov->fd = overlay_open_or_create(path, &ov->created);
+		if (ov->fd < 0 && errno == ENOENT && attempt < 3)
+			continue; /* removed between the two opens */
+		if (ov->fd < 0)
+			return overlay_host_error(ov, path, "cannot open or create the overlay");
+		if (fstat(ov->fd, st) != 0)
+			return overlay_host_error(ov, path, "fstat");
+		if (!S_ISREG(st->st_mode)) {
+			log_error(&ov->log, "disk %s: an overlay must be a regular file", path);
+			return -EISDIR;
+		}
+		if (same_file(st, base)) {
+			log_error(&ov->log, "disk %s: the overlay is the disk's image itself",
+				  path);
+			return -EINVAL;
+		}
+		int err = overlay_drop_nonblock(ov, ov->fd, path);
+		if (!err)
+			err = overlay_lock(
+			    ov, ov->fd, path, LOCK_EX,
+			    "a running VM's overlay? each VM needs an overlay of its own");
+		if (err)
+			return err;
+		struct stat named;
+		if (stat(path, &named) == 0 && same_file(&named, st))
+			return 0;
+		close(ov->fd);
+		ov->fd = -1;
+		ov->created = false;
+		if (attempt >= 3) {
+			log_error(&ov->log, "disk %s: the overlay keeps being replaced", path);
+			return -EBUSY;
+		}
 	}
-	if (same_file(st, base)) {
-		log_error(&ov->log, "disk %s: the overlay is the disk's image itself", path);
-		return -EINVAL;
-	}
-	int err = overlay_drop_nonblock(ov, ov->fd, path);
-	if (!err)
-		err = overlay_lock(ov, ov->fd, path, LOCK_EX,
-				   "a running VM's overlay? each VM needs an overlay of its own");
-	return err;
 }
 
 int blk_overlay_check_sparse(int fd, uint64_t size, const char *path, const struct mote_log *log)
@@ -145,6 +175,23 @@ static int overlay_empty(struct blk_overlay *ov)
 	if (ftruncate(ov->fd, 0) != 0 || ftruncate(ov->fd, (off_t)overlay_bytes(ov)) != 0)
 		return overlay_host_error(ov, ov->path, "cannot size the overlay");
 	return blk_overlay_check_sparse(ov->fd, overlay_bytes(ov), ov->path, &ov->log);
+}
+
+/* A restore's new overlay: an empty file next to the one it will replace, locked, which
+ * the overlay's fd now is. The file it replaces keeps its lock until the commit. */
+static int overlay_start_new(struct blk_overlay *ov)
+{
+	int err = output_file_open(&ov->restored, ov->path, &ov->log);
+
+	if (err)
+		return err;
+	ov->replaced_fd = ov->fd;
+	ov->fd = dup(ov->restored.fd); /* the output file's own is closed at its commit */
+	if (ov->fd < 0)
+		return overlay_host_error(ov, ov->path, "dup");
+	if (flock(ov->fd, LOCK_EX | LOCK_NB) != 0)
+		return overlay_host_error(ov, ov->restored.temp, "cannot lock");
+	return overlay_empty(ov);
 }
 
 /* The presence map of an overlay kept from before: its data extents, rounded out to
@@ -200,8 +247,8 @@ static int overlay_keep(struct blk_overlay *ov, const struct stat *st)
 	return err;
 }
 
-/* Opens a layer for a restore and checks it fits this disk and is not the overlay, which
- * is about to be emptied. */
+/* Opens a layer for a restore and checks it fits this disk and is not the overlay, whose
+ * name the restored overlay is about to take. */
 static int overlay_open_layer(struct blk_overlay *ov, const char *path, const struct stat *own,
 			      int *fd_out)
 {
@@ -244,17 +291,17 @@ static int overlay_restore(struct blk_overlay *ov, const struct blk_overlay_opti
 
 	/* An overlay is always exactly its image's size (rounded up to a cluster), so a
 	 * file of another size named as one, by a state file or an override, is not one:
-	 * it is refused, not emptied. */
+	 * it is refused, not replaced. */
 	if (own->st_size != 0 && (uint64_t)own->st_size != overlay_bytes(ov)) {
 		log_error(&ov->log,
 			  "disk %s: %s has %llu bytes, not the %llu of an overlay of this image; "
-			  "a restore would empty it, so it is left alone",
+			  "a restore would replace it, so it is left alone",
 			  ov->base_path, ov->path, (unsigned long long)own->st_size,
 			  (unsigned long long)overlay_bytes(ov));
 		free(fds);
 		return -EINVAL;
 	}
-	/* All of them first: a missing layer must fail before the overlay is emptied. */
+	/* All of them first: a missing layer fails before the new overlay is made. */
 	for (; opened < count && !err; opened++) {
 		if (!options->layers || !options->layers[opened]) {
 			log_error(&ov->log, "disk %s: a layer without a path", ov->base_path);
@@ -264,7 +311,7 @@ static int overlay_restore(struct blk_overlay *ov, const struct blk_overlay_opti
 		err = overlay_open_layer(ov, options->layers[opened], own, &fds[opened]);
 	}
 	if (!err)
-		err = overlay_empty(ov);
+		err = overlay_start_new(ov);
 	if (!err)
 		err = blk_overlay_apply_layers(ov, fds, options->layers, count);
 	for (unsigned i = 0; i < opened && fds; i++) {
@@ -300,6 +347,8 @@ int blk_overlay_open(const struct blk_overlay_options *options, const struct mot
 		return -ENOMEM;
 	ov->base_fd = -1;
 	ov->fd = -1;
+	ov->replaced_fd = -1;
+	ov->restored.fd = -1;
 	if (log)
 		ov->log = *log;
 	ov->base_path = strdup(options->base);
@@ -322,10 +371,44 @@ int blk_overlay_open(const struct blk_overlay_options *options, const struct mot
 	return 0;
 }
 
+int blk_overlay_commit(struct blk_overlay *ov)
+{
+	if (ov->replaced_fd < 0)
+		return 0;
+	int err = output_file_commit(&ov->restored, &ov->log);
+	if (err)
+		return err;
+	close(ov->replaced_fd); /* its lock: the name is the new file's now, which fd locks */
+	ov->replaced_fd = -1;
+	ov->created = false;
+	return 0;
+}
+
+const char *blk_overlay_file_path(const struct blk_overlay *ov)
+{
+	return ov->restored.fd >= 0 ? ov->restored.temp : ov->path;
+}
+
+/* A restore that did not complete: its new file goes, and so does the file named as the
+ * overlay if the restore created it (while it still has the name). */
+static void overlay_abandon_restore(struct blk_overlay *ov)
+{
+	struct stat named, own;
+
+	output_file_abandon(&ov->restored);
+	if (ov->created && fstat(ov->replaced_fd, &own) == 0 && stat(ov->path, &named) == 0 &&
+	    same_file(&named, &own))
+		unlink(ov->path);
+	close(ov->replaced_fd);
+	ov->replaced_fd = -1;
+}
+
 void blk_overlay_close(struct blk_overlay *ov)
 {
 	if (!ov)
 		return;
+	if (ov->replaced_fd >= 0)
+		overlay_abandon_restore(ov);
 	if (ov->fd >= 0)
 		close(ov->fd); /* and the locks with them */
 	if (ov->base_fd >= 0)

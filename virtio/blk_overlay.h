@@ -13,8 +13,11 @@
  *
  * A snapshot freezes the clusters written since the previous one into a layer file (the
  * same sparse shape: its data are those clusters). A restore brings the disk back as the
- * base plus its layers, oldest first, copied into an emptied overlay, so a running disk
- * is always just base + overlay, and the next layer starts empty.
+ * base plus its layers, oldest first, copied into a new overlay, so a running disk is
+ * always just base + overlay, and the next layer starts empty. The new overlay is built
+ * under a temporary name and takes the overlay's name only when the whole restore has
+ * succeeded (blk_overlay_commit): a restore that fails, at any step, leaves the file it
+ * was to replace as it was, with whatever the guest wrote there after the snapshot.
  *
  * Two bitmaps, one bit per cluster: present (in the overlay) and since (written since the
  * last freeze). No locking here: the caller holds the device's lock. */
@@ -25,6 +28,7 @@
 #include <stdint.h>
 
 #include "../vmm/log.h"
+#include "../vmm/output_file.h"
 
 /* The host's page and the usual file system block: what SEEK_DATA reports exactly. */
 #define BLK_OVERLAY_CLUSTER 4096ULL
@@ -32,10 +36,10 @@
 struct blk_overlay_options {
 	const char *base;    /* the image: O_RDONLY with a shared lock, never written */
 	const char *overlay; /* created when missing; O_RDWR with an exclusive lock */
-	/* A restore: the overlay is emptied (whatever it held) and filled with the data of
-	 * these layer files, oldest first; the since map starts empty. Otherwise an existing
-	 * overlay is kept, and all it holds counts as written since the last freeze (no
-	 * layer holds it yet). */
+	/* A restore: a new overlay is filled with the data of these layer files, oldest
+	 * first, to replace the one named at blk_overlay_commit (whatever that held); the
+	 * since map starts empty. Otherwise an existing overlay is kept, and all it holds
+	 * counts as written since the last freeze (no layer holds it yet). */
 	bool restore;
 	unsigned layer_count;
 	const char *const *layers;
@@ -52,10 +56,17 @@ struct blk_overlay {
 	char *base_path;
 	char *path;
 	struct mote_log log;
+	/* A restore until blk_overlay_commit: the file named as the overlay, locked so that
+	 * no other VM takes it meanwhile, and created here if it was missing (then removed
+	 * again if the restore fails); fd's file is still under restored.temp. */
+	int replaced_fd;
+	bool created;
+	struct output_file restored;
 };
 
 /* Opens base and overlay as options says, locks both without waiting, and builds the
- * presence map (from the overlay's data extents, or from the layers on a restore).
+ * presence map (from the overlay's data extents, or from the layers on a restore, into a
+ * new file that blk_overlay_commit puts in the overlay's place).
  * Errors, each logged naming the file: -ENOENT, -EACCES; -EISDIR (base not a regular
  * file or block device, overlay not a regular file); -EBUSY (base or overlay locked by
  * another process: a VM writing the base, or running on this overlay); -EINVAL (overlay
@@ -65,7 +76,17 @@ struct blk_overlay {
 int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
 		     struct blk_overlay **overlay_out);
 
-/* Closes both files (and their locks); overlay may be NULL. */
+/* A restore succeeded: its overlay, synced, takes the overlay's name, replacing the file
+ * there, and the directory is synced. A no-op for an overlay not restored, or committed
+ * already. 0, or a negative errno (logged); on a failure before the rename the file named
+ * stays as it was. */
+int blk_overlay_commit(struct blk_overlay *overlay);
+
+/* Where the overlay's file is now: its temporary name while a restore is not committed. */
+const char *blk_overlay_file_path(const struct blk_overlay *overlay);
+
+/* Closes every file (and their locks); a restore not committed leaves the file it was to
+ * replace as it was, and no temporary file. overlay may be NULL. */
 void blk_overlay_close(struct blk_overlay *overlay);
 
 /* The length of the run at the start of [offset, offset + len) (len > 0, inside the

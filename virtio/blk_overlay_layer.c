@@ -4,7 +4,6 @@
  * are whole clusters, each holding what the guest had there. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,24 +123,7 @@ static int layer_copy_clusters(struct blk_overlay *ov, struct layer_copy *copy,
 	return 0;
 }
 
-/* Makes a rename in path's directory durable. */
-static int layer_sync_directory(const char *path, const struct mote_log *log)
-{
-	char *copy = strdup(path);
-
-	if (!copy)
-		return -ENOMEM;
-	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int err = fd < 0 || fsync(fd) != 0 ? -errno : 0;
-	if (err)
-		log_error(log, "layer %s: syncing its directory: %s", path, strerror(-err));
-	if (fd >= 0)
-		close(fd);
-	free(copy);
-	return err;
-}
-
-/* Writes the layer under temp, complete and synced. */
+/* Writes the layer into fd (a new, empty file), complete: the clusters of bits. */
 static int layer_write(struct blk_overlay *ov, int fd, const char *temp, const uint64_t *bits)
 {
 	struct layer_copy copy = {
@@ -158,42 +140,21 @@ static int layer_write(struct blk_overlay *ov, int fd, const char *temp, const u
 	if (!err)
 		err = layer_copy_clusters(ov, &copy, bits);
 	free(copy.buf);
-	if (!err && (fchmod(fd, 0644) != 0 || fsync(fd) != 0)) {
-		err = -errno;
-		log_error(&ov->log, "layer %s: %s", temp, strerror(errno));
-	}
 	return err;
 }
 
 int blk_overlay_freeze(struct blk_overlay *ov, const char *layer_path, bool whole)
 {
-	char *temp = NULL;
+	struct output_file layer;
 
-	if (asprintf(&temp, "%s.tmp-XXXXXX", layer_path) < 0)
-		return -ENOMEM;
-	int fd = mkostemp(temp, O_CLOEXEC);
-	if (fd < 0) {
-		int err = -errno;
-		log_error(&ov->log, "layer %s: cannot create %s: %s", layer_path, temp,
-			  strerror(errno));
-		free(temp);
-		return err;
-	}
-	int err = layer_write(ov, fd, temp, whole ? ov->present : ov->since);
-	if (close(fd) != 0 && !err) {
-		err = -errno;
-		log_error(&ov->log, "layer %s: %s", temp, strerror(errno));
-	}
-	if (!err && rename(temp, layer_path) != 0) {
-		err = -errno;
-		log_error(&ov->log, "layer %s: %s", layer_path, strerror(errno));
-	}
-	if (err)
-		unlink(temp);
-	free(temp);
-	/* Until the rename is durable the layer may still vanish: keep what it holds. */
+	/* Under a temporary name, synced, renamed, and the rename synced: until then the
+	 * layer may still vanish, and the since map keeps what it holds. */
+	int err = output_file_open(&layer, layer_path, &ov->log);
 	if (!err)
-		err = layer_sync_directory(layer_path, &ov->log);
+		err = layer_write(ov, layer.fd, layer.temp, whole ? ov->present : ov->since);
+	if (!err)
+		err = output_file_commit(&layer, &ov->log);
+	output_file_abandon(&layer);
 	if (!err)
 		memset(ov->since, 0, (ov->clusters + 63) / 64 * sizeof(uint64_t));
 	return err;

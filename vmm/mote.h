@@ -279,7 +279,10 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * reset); its listeners stay. Errors: -EINVAL bad configuration; -EPROTO a state file
  * that is damaged or not mote's, or of another version; -EINVAL memory files that are
  * not this snapshot's: of another size or snapshot, diffs missing or out of order, or
- * (verify_memory) content that does not match its checksum; others as mote_vm_create(). */
+ * (verify_memory) content that does not match its checksum; others as mote_vm_create().
+ * Each overlay disk's overlay is rebuilt from its layers under a temporary name and
+ * takes the overlay's name last of all: a restore that fails leaves every overlay file
+ * as it was. */
 MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
 
 /* Merging a full memory file and diffs taken after it into one full memory file. */

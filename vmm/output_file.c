@@ -31,7 +31,7 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
 	/* O_EXCL | O_NOFOLLOW: never through a link planted under that name. The mode is
 	 * what the umask leaves of 0666, as for any new file, unless a file it replaces
 	 * says otherwise (output_file_commit). */
-	out->fd = open(out->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	out->fd = open(out->temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
 	if (out->fd < 0) {
 		int err = -errno;
 		log_error(log, "%s: %s", out->temp, strerror(errno));

@@ -9,7 +9,7 @@
 struct output_file {
 	const char *path;
 	char temp[4096 + 32];
-	int fd; /* the temporary file's, for writing; -1 once committed or abandoned */
+	int fd; /* the temporary file's, read-write; -1 once committed or abandoned */
 };
 
 /* Creates "<path>.tmp-<pid>-<random>", a new file (never through a link), with the

@@ -24,6 +24,11 @@ int vm_devices_create(struct mote_vm *vm, const struct mote_config *config);
 int vm_devices_save(struct mote_vm *vm, struct snap_writer *w);
 int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
 
+/* The last step of a restore, once everything loaded: each disk's restored overlay
+ * takes its name (virtio_blk_commit_overlay), so that a restore failing before this
+ * leaves the overlays named as they were. 0 or a negative errno, logged. */
+int vm_devices_commit_restore(struct mote_vm *vm);
+
 /* After a restore loaded everything, before the event thread starts: devices resume
  * their backends (vsock resets the guest's connections), and every live queue is
  * served once and every pending interrupt raised again. */

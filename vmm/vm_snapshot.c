@@ -589,6 +589,8 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	}
 	if (!ret)
 		ret = vm_restore_state(vm, config, &files, &payload);
+	if (!ret)
+		ret = vm_devices_commit_restore(vm);
 	if (!ret) {
 		memcpy(vm->snapshot_id, memory_identity.id, SNAPSHOT_ID_SIZE);
 		vm->has_snapshot_id = true;

@@ -115,9 +115,29 @@ test_restored_guest_continues_its_counter_and_its_file_on_an_overlay_disk() {
 	[ "$(last_count "$WORK/s1.out")" -eq "$saved" ] || fail "the guest counted on while paused"
 	snap_ctl s1-snap snapshot --api-sock "$api" --state "$WORK/s1.state" --mem "$WORK/s1.mem"
 	[ $ctl_status -eq 0 ] || { abandon "$original" "mote snapshot: $(cat "$WORK/s1-snap.ctl")"; return; }
+	# The original goes on past the snapshot, and what it writes reaches its overlay.
+	snap_ctl s1-resume resume --api-sock "$api"
+	[ $ctl_status -eq 0 ] || { abandon "$original" "mote resume: $(cat "$WORK/s1-resume.ctl")"; return; }
+	wait_count "$WORK/s1.out" $((saved + 5)) || { abandon "$original" "the guest did not count on after its snapshot"; return; }
+	snap_exec "$uds" s1-sync sync
+	[ "$status" -eq 0 ] || { abandon "$original" "sync: $(cat "$WORK/s1-sync.stderr")"; return; }
 	kill -9 "$original"
 	wait "$original" 2>/dev/null
 	rm -f "$uds" "$api"
+
+	# A restore that fails after its disks were built (its vsock socket cannot be made)
+	# leaves the overlay it was to replace as it was, writes after the snapshot and all.
+	local overlay_sum
+	overlay_sum=$(md5sum <"$WORK/s1.overlay")
+	timeout 300 "$MOTE_BIN" restore --snapshot "$WORK/s1.state" --mem "$WORK/s1.mem" \
+		--vsock-uds "$WORK/no-such-dir/s1.sock" </dev/null >"$WORK/s1f.out" 2>"$WORK/s1f.err"
+	status=$?
+	[ "$status" -ne 0 ] || fail "a restore with its vsock socket in a missing directory succeeded"
+	expect_in "$WORK/s1f.err" "no-such-dir"
+	[ "$(md5sum <"$WORK/s1.overlay")" = "$overlay_sum" ] ||
+		fail "a failed restore changed the overlay it was to replace"
+	[ -z "$(find "$WORK" -maxdepth 1 -name 's1.overlay.tmp-*')" ] ||
+		fail "a failed restore left its new overlay behind"
 
 	snap_restore s1r --snapshot "$WORK/s1.state" --mem "$WORK/s1.mem" \
 		--disk "vda:overlay=$WORK/s1r.overlay"

@@ -93,7 +93,8 @@ static void reset_queue(struct fixture *f)
 	activate(f, f->dev, false);
 }
 
-/* Replaces the disk with one on the image and overlay (restore: from these layers). */
+/* Replaces the disk with one on the image and overlay (restore: from these layers, not
+ * committed yet). */
 static int try_attach_overlay(struct world *w, const char *overlay, bool restore,
 			      const char *const *layers, unsigned layer_count)
 {
@@ -119,10 +120,12 @@ static int try_attach_overlay(struct world *w, const char *overlay, bool restore
 	return 0;
 }
 
+/* As a VM does it: a restore is committed once it all succeeded. */
 static void attach_overlay(struct world *w, const char *overlay, bool restore,
 			   const char *const *layers, unsigned layer_count)
 {
 	assert_int_equal(try_attach_overlay(w, overlay, restore, layers, layer_count), 0);
+	assert_int_equal(virtio_blk_commit_overlay(w->f->blk), 0);
 }
 
 /* One request of len bytes at byte offset, kicked and waited for; OK asserted. */
@@ -474,7 +477,7 @@ static void a_restore_of_image_and_layers_reads_back_what_the_guest_had(void **s
 	assert_int_equal(file_size(in_dir(w, "copy")), DISK_BYTES);
 }
 
-static void a_restore_empties_an_overlay_that_held_other_data(void **state)
+static void a_restore_replaces_an_overlay_that_held_other_data(void **state)
 {
 	struct world *w = *state;
 	const char *layers[] = {in_dir(w, "l1")};
@@ -491,6 +494,79 @@ static void a_restore_empties_an_overlay_that_held_other_data(void **state)
 	attach_overlay(w, w->overlay, true, layers, 1);
 	memcpy(w->model, snapshot, DISK_BYTES);
 	free(snapshot);
+	assert_disk_is_model(w);
+}
+
+/* A restore can still fail after its disks are built (a later device, the vCPUs' state):
+ * until it commits, the overlay it is to replace keeps what the guest wrote after the
+ * snapshot, and a failed one leaves no file behind, not even the overlay it created. */
+static void a_restore_not_committed_leaves_the_overlay_as_it_was(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+	char listing[256];
+
+	disk_write(w, 3 * CLUSTER, 0x91, CLUSTER);
+	freeze(w, layers[0]);
+	uint8_t *snapshot = malloc(DISK_BYTES);
+	assert_non_null(snapshot);
+	memcpy(snapshot, w->model, DISK_BYTES);
+	disk_write(w, 60 * CLUSTER, 0x92, CLUSTER); /* after the snapshot */
+	disk_write(w, 3 * CLUSTER, 0x93, SECTOR);
+	detach(w->f); /* its VM is gone */
+	uint64_t before = file_checksum(w->overlay);
+
+	assert_int_equal(try_attach_overlay(w, w->overlay, true, layers, 1), 0);
+	uint8_t *written = w->model;
+	w->model = snapshot;
+	assert_disk_is_model(w); /* the restored disk, until the restore fails */
+	detach(w->f);
+	assert_int_equal(file_checksum(w->overlay), before);
+	assert_int_equal(try_attach_overlay(w, in_dir(w, "new"), true, layers, 1), 0);
+	detach(w->f);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "l1 overlay ");
+
+	/* The overlay is still the one the guest wrote, and still an overlay. */
+	w->model = written;
+	attach_overlay(w, w->overlay, false, NULL, 0);
+	assert_disk_is_model(w);
+	/* A restore that commits replaces it. */
+	attach_overlay(w, w->overlay, true, layers, 1);
+	memcpy(w->model, snapshot, DISK_BYTES);
+	free(snapshot);
+	assert_disk_is_model(w);
+	assert_true(file_checksum(w->overlay) != before);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "l1 overlay ");
+}
+
+/* A restored overlay's O_DIRECT descriptor is opened while the file has its temporary
+ * name; after the commit, its writes land in the file under the overlay's name. */
+static void a_restored_direct_disk_writes_into_the_overlay_it_committed(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	const char *layers[] = {in_dir(w, "l1")};
+	struct virtio_blk_options options = {.path = f->path,
+					     .overlay = in_dir(w, "copy"),
+					     .direct = true,
+					     .overlay_restore = true,
+					     .layers = layers,
+					     .layer_count = 1};
+
+	disk_write(w, 30 * CLUSTER, 0xe1, CLUSTER);
+	freeze(w, layers[0]);
+	detach(f);
+	fresh_queue(f);
+	assert_int_equal(event_loop_init(&f->loop), 0);
+	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &f->blk), 0);
+	assert_int_equal(virtio_blk_commit_overlay(f->blk), 0);
+	f->dev = virtio_blk_vdev(f->blk);
+	activate(f, f->dev, false);
+	disk_write(w, 40 * CLUSTER, 0xe2, 4 * CLUSTER);
+	assert_disk_is_model(w);
+	attach_overlay(w, in_dir(w, "copy"), false, NULL, 0);
 	assert_disk_is_model(w);
 }
 
@@ -650,11 +726,11 @@ static void an_overlay_in_use_is_busy_even_for_a_restore(void **state)
 	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &other), -EBUSY);
 	assert_null(other);
 	assert_non_null(strstr(f->log_text, "locked by another process"));
-	/* The running disk's overlay was not emptied. */
+	/* The running disk's overlay was not replaced. */
 	assert_disk_is_model(w);
 }
 
-/* A restore empties its overlay; a file named as the overlay that cannot be one (not
+/* A restore replaces its overlay; a file named as the overlay that cannot be one (not
  * the size of an overlay of this image) is refused and left as it was. */
 static void a_restore_leaves_a_file_that_is_no_overlay_alone(void **state)
 {
@@ -673,7 +749,7 @@ static void a_restore_leaves_a_file_that_is_no_overlay_alone(void **state)
 	assert_int_equal(try_attach_overlay(w, victim, true, layers, 1), -EINVAL);
 	assert_non_null(strstr(w->f->log_text, "left alone"));
 	assert_int_equal(file_size(victim), sizeof(notes) - 1);
-	/* A new file, or one of an overlay's size, is taken and emptied. */
+	/* A new file, or one of an overlay's size, is taken and replaced. */
 	attach_overlay(w, in_dir(w, "fresh"), true, layers, 1);
 	assert_int_equal(file_size(in_dir(w, "fresh")), DISK_BYTES);
 }
@@ -691,7 +767,7 @@ static void disks_on_one_image_share_it_while_no_one_writes_it(void **state)
 	assert_null(writer);
 }
 
-static void a_missing_layer_fails_before_the_overlay_is_emptied(void **state)
+static void a_missing_layer_fails_before_the_overlay_is_replaced(void **state)
 {
 	struct world *w = *state;
 	const char *layers[] = {in_dir(w, "l1"), in_dir(w, "gone")};
@@ -719,7 +795,7 @@ static void a_layer_of_another_size_or_the_overlay_itself_is_refused(void **stat
 	freeze(w, self[0]);
 	assert_int_equal(try_attach_overlay(w, in_dir(w, "copy"), true, small, 1), -EINVAL);
 	assert_non_null(strstr(w->f->log_text, "bytes"));
-	/* The overlay about to be emptied is the layer to restore. */
+	/* The overlay about to be replaced is the layer to restore. */
 	assert_int_equal(try_attach_overlay(w, self[0], true, self, 1), -EINVAL);
 	assert_non_null(strstr(w->f->log_text, "also one of the disk's layers"));
 	assert_layer_holds(w, self[0], (const int[]){5, -1});
@@ -754,7 +830,9 @@ int main(void)
 	    TEST(a_freeze_writes_exactly_the_clusters_written_since_the_last_one),
 	    TEST(a_whole_freeze_writes_every_cluster_the_overlay_holds),
 	    TEST(a_restore_of_image_and_layers_reads_back_what_the_guest_had),
-	    TEST(a_restore_empties_an_overlay_that_held_other_data),
+	    TEST(a_restore_replaces_an_overlay_that_held_other_data),
+	    TEST(a_restore_not_committed_leaves_the_overlay_as_it_was),
+	    TEST(a_restored_direct_disk_writes_into_the_overlay_it_committed),
 	    TEST(after_a_restore_the_next_freeze_holds_only_new_writes),
 	    TEST(a_reopened_overlay_rebuilds_what_it_holds),
 	    TEST(a_failed_freeze_changes_nothing_and_the_disk_goes_on),
@@ -766,7 +844,7 @@ int main(void)
 	    TEST(an_overlay_in_use_is_busy_even_for_a_restore),
 	    TEST(a_restore_leaves_a_file_that_is_no_overlay_alone),
 	    TEST(disks_on_one_image_share_it_while_no_one_writes_it),
-	    TEST(a_missing_layer_fails_before_the_overlay_is_emptied),
+	    TEST(a_missing_layer_fails_before_the_overlay_is_replaced),
 	    TEST(a_layer_of_another_size_or_the_overlay_itself_is_refused),
 	    TEST(an_overlay_larger_than_its_image_needs_is_refused),
 	};
