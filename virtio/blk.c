@@ -343,11 +343,11 @@ static int blk_save(struct vdev *dev, struct snap_writer *w)
 	return 0;
 }
 
-static int blk_load(struct vdev *dev, struct snap_reader *r)
+static int blk_load(struct vdev *dev, struct snap_reader *r, uint32_t status)
 {
 	struct virtio_blk *blk = dev->impl;
 
-	blk->broken = snap_get_bool(r);
+	blk->broken = vdev_load_broken(r, status);
 	uint64_t capacity = snap_get_u64(r);
 	/* Nothing was in flight (blk_save): every chain taken was used. Others would wait
 	 * for an answer that never comes. */
@@ -613,9 +613,17 @@ struct vdev *virtio_blk_vdev(struct virtio_blk *blk)
 	return &blk->dev;
 }
 
-int virtio_blk_commit_overlay(struct virtio_blk *blk)
+int virtio_blk_commit_overlays(struct virtio_blk *const *disks, unsigned count)
 {
-	return blk->disk.overlay ? blk_overlay_commit(blk->disk.overlay) : 0;
+	struct blk_overlay **overlays = calloc(count ? count : 1, sizeof(*overlays));
+
+	if (!overlays)
+		return -ENOMEM;
+	for (unsigned i = 0; i < count; i++)
+		overlays[i] = disks[i] ? disks[i]->disk.overlay : NULL;
+	int err = blk_overlay_commit(overlays, count);
+	free(overlays);
+	return err;
 }
 
 int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole)

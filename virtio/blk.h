@@ -44,7 +44,7 @@ struct virtio_blk_options {
 	const char *overlay;
 	/* A restore: a new overlay is filled from these frozen layers, oldest first, so the
 	 * disk is the image plus its layers; it replaces the file named overlay only at
-	 * virtio_blk_commit_overlay, and until then that file is left as it was. */
+	 * virtio_blk_commit_overlays, and until then that file is left as it was. */
 	bool overlay_restore;
 	unsigned layer_count;
 	const char *const *layers;
@@ -66,10 +66,10 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 /* The device model the transport carries. */
 struct vdev *virtio_blk_vdev(struct virtio_blk *blk);
 
-/* A restore succeeded: the restored overlay takes the overlay's name
- * (blk_overlay_commit()). Destroying the disk before that leaves the file there as it
- * was. 0 for a disk without a restored overlay. */
-int virtio_blk_commit_overlay(struct virtio_blk *blk);
+/* A restore succeeded: the restored overlays of these disks take their overlays' names,
+ * all or none (blk_overlay_commit()). Destroying a disk before that leaves the file
+ * there as it was. Disks without a restored overlay are skipped. */
+int virtio_blk_commit_overlays(struct virtio_blk *const *disks, unsigned count);
 
 /* Freezes the overlay's blocks written since the last freeze (whole: all it holds) into
  * a new layer file (blk_overlay_freeze()). For a paused VM: -EBUSY while requests are in

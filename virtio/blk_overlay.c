@@ -86,14 +86,20 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* Opens path, creating it when missing (*created says so). */
+/* Opens path, creating it when missing; *created says whether this call made the name
+ * (not so through a dangling link, whose target it creates). */
 static int overlay_open_or_create(const char *path, bool *created)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NONBLOCK, 0644);
+	const int flags = O_RDWR | O_CLOEXEC | O_NONBLOCK;
+	int fd = open(path, flags);
 
+	*created = false;
+	if (fd >= 0 || errno != ENOENT)
+		return fd;
+	fd = open(path, flags | O_CREAT | O_EXCL, 0644);
 	*created = fd >= 0;
 	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+		fd = open(path, flags | O_CREAT, 0644);
 	return fd;
 }
 
@@ -177,16 +183,19 @@ static int overlay_empty(struct blk_overlay *ov)
 	return blk_overlay_check_sparse(ov->fd, overlay_bytes(ov), ov->path, &ov->log);
 }
 
-/* A restore's new overlay: an empty file next to the one it will replace, locked, which
- * the overlay's fd now is. The file it replaces keeps its lock until the commit. */
+/* A restore's new overlay: an empty file next to the one it will replace (through any
+ * link: the link's target is the file replaced), locked, which the overlay's fd now is.
+ * The file it replaces keeps its lock until the commit. */
 static int overlay_start_new(struct blk_overlay *ov)
 {
-	int err = output_file_open(&ov->restored, ov->path, &ov->log);
-
+	ov->target = realpath(ov->path, NULL);
+	if (!ov->target)
+		return overlay_host_error(ov, ov->path, "realpath");
+	int err = output_file_open(&ov->restored, ov->target, &ov->log);
 	if (err)
 		return err;
-	ov->replaced_fd = ov->fd;
-	ov->fd = dup(ov->restored.fd); /* the output file's own is closed at its commit */
+	ov->fd = fcntl(ov->restored.fd, F_DUPFD_CLOEXEC, 0); /* the output file's is closed
+								 at the commit */
 	if (ov->fd < 0)
 		return overlay_host_error(ov, ov->path, "dup");
 	if (flock(ov->fd, LOCK_EX | LOCK_NB) != 0)
@@ -360,27 +369,19 @@ int blk_overlay_open(const struct blk_overlay_options *options, const struct mot
 		err = overlay_alloc(ov);
 	if (!err)
 		err = overlay_open_file(ov, &base, &own);
-	if (!err)
-		err =
-		    options->restore ? overlay_restore(ov, options, &own) : overlay_keep(ov, &own);
+	if (!err && options->restore) {
+		/* The file named stays as it is until the commit; the overlay will be new. */
+		ov->replaced_fd = ov->fd;
+		ov->fd = -1;
+		err = overlay_restore(ov, options, &own);
+	} else if (!err) {
+		err = overlay_keep(ov, &own);
+	}
 	if (err) {
 		blk_overlay_close(ov);
 		return err;
 	}
 	*overlay_out = ov;
-	return 0;
-}
-
-int blk_overlay_commit(struct blk_overlay *ov)
-{
-	if (ov->replaced_fd < 0)
-		return 0;
-	int err = output_file_commit(&ov->restored, &ov->log);
-	if (err)
-		return err;
-	close(ov->replaced_fd); /* its lock: the name is the new file's now, which fd locks */
-	ov->replaced_fd = -1;
-	ov->created = false;
 	return 0;
 }
 
@@ -390,13 +391,13 @@ const char *blk_overlay_file_path(const struct blk_overlay *ov)
 }
 
 /* A restore that did not complete: its new file goes, and so does the file named as the
- * overlay if the restore created it (while it still has the name). */
+ * overlay if the restore created it (while that name still gives the file). */
 static void overlay_abandon_restore(struct blk_overlay *ov)
 {
 	struct stat named, own;
 
 	output_file_abandon(&ov->restored);
-	if (ov->created && fstat(ov->replaced_fd, &own) == 0 && stat(ov->path, &named) == 0 &&
+	if (ov->created && fstat(ov->replaced_fd, &own) == 0 && lstat(ov->path, &named) == 0 &&
 	    same_file(&named, &own))
 		unlink(ov->path);
 	close(ov->replaced_fd);
@@ -418,6 +419,7 @@ void blk_overlay_close(struct blk_overlay *ov)
 	free(ov->bounce);
 	free(ov->base_path);
 	free(ov->path);
+	free(ov->target);
 	free(ov);
 }
 

@@ -58,9 +58,11 @@ struct blk_overlay {
 	struct mote_log log;
 	/* A restore until blk_overlay_commit: the file named as the overlay, locked so that
 	 * no other VM takes it meanwhile, and created here if it was missing (then removed
-	 * again if the restore fails); fd's file is still under restored.temp. */
+	 * again if the restore fails); fd's file is still under restored.temp, next to
+	 * target, the file's real path (path may be a link to it). */
 	int replaced_fd;
 	bool created;
+	char *target;
 	struct output_file restored;
 };
 
@@ -76,11 +78,12 @@ struct blk_overlay {
 int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
 		     struct blk_overlay **overlay_out);
 
-/* A restore succeeded: its overlay, synced, takes the overlay's name, replacing the file
- * there, and the directory is synced. A no-op for an overlay not restored, or committed
- * already. 0, or a negative errno (logged); on a failure before the rename the file named
- * stays as it was. */
-int blk_overlay_commit(struct blk_overlay *overlay);
+/* A restore succeeded: each restored overlay of overlays (NULL, or not restored: skipped)
+ * gets the owner (as far as we may) and permissions of the file it replaces, is synced,
+ * and takes its name (blk_overlay_commit.c), all of them or none. 0, or a negative errno
+ * (logged) after which every file named as an overlay is as it was and the overlays can
+ * still be committed or closed. */
+int blk_overlay_commit(struct blk_overlay *const *overlays, unsigned count);
 
 /* Where the overlay's file is now: its temporary name while a restore is not committed. */
 const char *blk_overlay_file_path(const struct blk_overlay *overlay);

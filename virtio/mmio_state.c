@@ -192,7 +192,7 @@ static int mmio_load_device(struct virtio_mmio *mmio, struct snap_reader *r)
 
 	if (!dev->ops->load)
 		return 0;
-	int ret = dev->ops->load(dev, r);
+	int ret = dev->ops->load(dev, r, mmio->status);
 	/* A device that refused a value without saying so to the reader. */
 	if (ret == -EINVAL)
 		snap_fail(r, "virtio device state out of range");

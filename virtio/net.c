@@ -321,15 +321,18 @@ static int net_save(struct vdev *dev, struct snap_writer *w)
 	return 0;
 }
 
-static int net_load(struct vdev *dev, struct snap_reader *r)
+static int net_load(struct vdev *dev, struct snap_reader *r, uint32_t status)
 {
 	struct virtio_net *net = dev->impl;
 	struct virtq *rxq = net_rxq(net), *txq = net_txq(net);
 
-	net->broken = snap_get_bool(r);
+	net->broken = vdev_load_broken(r, status);
 	uint16_t count = snap_get_u16(r);
 	if (r->error)
 		return -EINVAL;
+	/* Buffers are taken only from a started device's queue (net_live). */
+	if (count && !(status & VIRTIO_STATUS_DRIVER_OK))
+		return snap_fail(r, "virtio-net: receive buffers held by a device never started");
 	/* Exactly the chains the device owns: on rx those of the stash, on tx none. */
 	if (count != (uint16_t)(rxq->last_avail_idx - rxq->used_idx) ||
 	    txq->last_avail_idx != txq->used_idx)

@@ -1,6 +1,8 @@
 /* The device side of the device/transport seam (vdev.h). */
 #include "vdev.h"
 
+#include "../vmm/snapshot_stream.h"
+
 void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx)
 {
 	if (q >= dev->queue_count || !dev->transport_ops)
@@ -13,6 +15,17 @@ void vdev_needs_reset(struct vdev *dev)
 {
 	if (dev->transport_ops)
 		dev->transport_ops->needs_reset(dev->transport);
+}
+
+bool vdev_load_broken(struct snap_reader *r, uint32_t status)
+{
+	const uint32_t started_and_told =
+	    VIRTIO_STATUS_DRIVER_OK | VIRTIO_STATUS_DEVICE_NEEDS_RESET;
+	bool broken = snap_get_bool(r);
+
+	if (broken && (status & started_and_told) != started_and_told)
+		snap_fail(r, "virtio: a device broken without asking its driver for a reset");
+	return broken;
 }
 
 void vdev_serve_again(struct vdev *dev, uint16_t q)

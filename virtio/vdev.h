@@ -71,7 +71,9 @@ struct vdev_ops {
 	 *
 	 * load: reads what save wrote into a device just built with the same options,
 	 * whose queues the transport has already loaded (ready, indices, addresses) and
-	 * which is not activated yet. Every value is checked: anything out of range marks
+	 * which is not activated yet; status is the device status loaded with them (a
+	 * device holds work only once DRIVER_OK was set, and breaks only then, setting
+	 * DEVICE_NEEDS_RESET). Every value is checked: anything out of range marks
 	 * r failed (snap_fail) and returns -EINVAL; the transport then resets the device,
 	 * so a half-loaded state never runs. Other negative errnos for host failures,
 	 * with a message logged.
@@ -81,7 +83,7 @@ struct vdev_ops {
 	 * guest's connections, which lived in the process that took the snapshot). */
 	void (*quiesce)(struct vdev *dev);
 	int (*save)(struct vdev *dev, struct snap_writer *w);
-	int (*load)(struct vdev *dev, struct snap_reader *r);
+	int (*load)(struct vdev *dev, struct snap_reader *r, uint32_t status);
 	void (*restored)(struct vdev *dev);
 };
 
@@ -125,6 +127,12 @@ void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx);
 
 /* The driver broke the protocol: the device stops and waits for a reset (§2.1.2). */
 void vdev_needs_reset(struct vdev *dev);
+
+/* A device's "broken" flag from a state file, loaded with the device status status: a
+ * device breaks only once started, and breaking sets DEVICE_NEEDS_RESET, which only a
+ * reset clears; so a flag without both marks r failed (a device that drops every
+ * request while its driver is never told to reset it). */
+bool vdev_load_broken(struct snap_reader *r, uint32_t status);
 
 /* The device left chains in queue q's ring (its budget for one turn is spent, or it
  * waits for room): the transport notifies it again later, through the same checks as

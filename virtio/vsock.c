@@ -292,11 +292,11 @@ static int vsock_save(struct vdev *dev, struct snap_writer *w)
 	return 0;
 }
 
-static int vsock_load(struct vdev *dev, struct snap_reader *r)
+static int vsock_load(struct vdev *dev, struct snap_reader *r, uint32_t status)
 {
 	struct virtio_vsock *vs = dev->impl;
 
-	vs->broken = snap_get_bool(r);
+	vs->broken = vdev_load_broken(r, status);
 	vs->event_pending = snap_get_bool(r);
 	/* The device holds no chain between turns: every one taken was used. */
 	for (uint16_t q = 0; q < dev->queue_count && !r->error; q++)

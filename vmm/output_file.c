@@ -50,7 +50,7 @@ static int output_file_sync_directory(const char *path)
 	if (!copy)
 		return -ENOMEM;
 	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int err = fd < 0 || fsync(fd) == 0 ? 0 : -errno;
+	int err = fd >= 0 && fsync(fd) == 0 ? 0 : -errno;
 	if (fd >= 0)
 		close(fd);
 	free(copy);

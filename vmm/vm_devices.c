@@ -224,11 +224,7 @@ int vm_devices_load(struct mote_vm *vm, struct snap_reader *r)
 
 int vm_devices_commit_restore(struct mote_vm *vm)
 {
-	int ret = 0;
-
-	for (unsigned i = 0; i < vm->disk_count && !ret; i++)
-		ret = virtio_blk_commit_overlay(vm->disks[i]);
-	return ret;
+	return virtio_blk_commit_overlays(vm->disks, vm->disk_count);
 }
 
 void vm_devices_restored(struct mote_vm *vm)

@@ -24,8 +24,8 @@ int vm_devices_create(struct mote_vm *vm, const struct mote_config *config);
 int vm_devices_save(struct mote_vm *vm, struct snap_writer *w);
 int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
 
-/* The last step of a restore, once everything loaded: each disk's restored overlay
- * takes its name (virtio_blk_commit_overlay), so that a restore failing before this
+/* The last step of a restore, once everything loaded: the disks' restored overlays take
+ * their names, all or none (virtio_blk_commit_overlays), so that a restore that fails
  * leaves the overlays named as they were. 0 or a negative errno, logged. */
 int vm_devices_commit_restore(struct mote_vm *vm);
 

@@ -125,7 +125,7 @@ static void attach_overlay(struct world *w, const char *overlay, bool restore,
 			   const char *const *layers, unsigned layer_count)
 {
 	assert_int_equal(try_attach_overlay(w, overlay, restore, layers, layer_count), 0);
-	assert_int_equal(virtio_blk_commit_overlay(w->f->blk), 0);
+	assert_int_equal(virtio_blk_commit_overlays(&w->f->blk, 1), 0);
 }
 
 /* One request of len bytes at byte offset, kicked and waited for; OK asserted. */
@@ -520,6 +520,11 @@ static void a_restore_not_committed_leaves_the_overlay_as_it_was(void **state)
 	uint8_t *written = w->model;
 	w->model = snapshot;
 	assert_disk_is_model(w); /* the restored disk, until the restore fails */
+	/* The file it is to replace is taken meanwhile. */
+	struct virtio_blk *other = NULL;
+	struct virtio_blk_options options = {.path = w->f->path, .overlay = w->overlay};
+	assert_int_equal(virtio_blk_create(&options, &w->f->mem, &w->f->loop, &w->f->log, &other),
+			 -EBUSY);
 	detach(w->f);
 	assert_int_equal(file_checksum(w->overlay), before);
 	assert_int_equal(try_attach_overlay(w, in_dir(w, "new"), true, layers, 1), 0);
@@ -539,6 +544,91 @@ static void a_restore_not_committed_leaves_the_overlay_as_it_was(void **state)
 	assert_true(file_checksum(w->overlay) != before);
 	dir_listing(w, listing, sizeof(listing));
 	assert_string_equal(listing, "l1 overlay ");
+}
+
+/* The name in the test's directory that starts with prefix (a temporary file). */
+static const char *dir_entry_starting(struct world *w, const char *prefix)
+{
+	static char found[400];
+	DIR *dir = opendir(w->dir);
+	struct dirent *e;
+
+	assert_non_null(dir);
+	found[0] = '\0';
+	while ((e = readdir(dir)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+			snprintf(found, sizeof(found), "%s/%s", w->dir, e->d_name);
+	}
+	closedir(dir);
+	assert_true(found[0] != '\0');
+	return found;
+}
+
+/* A VM's disks commit their restored overlays all or none: when the second cannot take
+ * its name, the first, renamed already, gets its old file back. */
+static void the_overlays_of_several_disks_are_committed_all_or_none(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	const char *layers[] = {in_dir(w, "l1")};
+	const char *second = in_dir(w, "second");
+	struct virtio_blk *other = NULL;
+	struct virtio_blk_options options = {.path = f->path,
+					     .overlay = second,
+					     .overlay_restore = true,
+					     .layers = layers,
+					     .layer_count = 1};
+	char listing[256];
+
+	disk_write(w, 3 * CLUSTER, 0xf1, CLUSTER);
+	freeze(w, layers[0]);
+	disk_write(w, 70 * CLUSTER, 0xf2, CLUSTER);
+	detach(f);
+	int fd = open(second, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, DISK_BYTES), 0);
+	assert_int_equal(pwrite(fd, "second", 6, 9 * CLUSTER), 6);
+	close(fd);
+	uint64_t first_sum = file_checksum(w->overlay), second_sum = file_checksum(second);
+
+	assert_int_equal(try_attach_overlay(w, w->overlay, true, layers, 1), 0);
+	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &other), 0);
+	/* The second disk's new file vanishes before the commit. */
+	assert_int_equal(unlink(dir_entry_starting(w, "second.tmp-")), 0);
+	struct virtio_blk *disks[] = {f->blk, other};
+	assert_int_equal(virtio_blk_commit_overlays(disks, 2), -ENOENT);
+	assert_int_equal(file_checksum(w->overlay), first_sum);
+	assert_int_equal(file_checksum(second), second_sum);
+	virtio_blk_destroy(other);
+	detach(f);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "l1 overlay second ");
+}
+
+/* A restore through a link replaces the file the link names, and keeps the link; a boot
+ * through a link to a file not there yet creates it. */
+static void an_overlay_named_through_a_link_is_replaced_where_the_link_points(void **state)
+{
+	struct world *w = *state;
+	const char *layers[] = {in_dir(w, "l1")};
+	const char *link = in_dir(w, "link"), *dangling = in_dir(w, "dangling");
+	struct stat st;
+
+	disk_write(w, 3 * CLUSTER, 0x17, CLUSTER);
+	freeze(w, layers[0]);
+	detach(w->f);
+	assert_int_equal(symlink(w->overlay, link), 0);
+	attach_overlay(w, link, true, layers, 1);
+	disk_write(w, 5 * CLUSTER, 0x18, CLUSTER);
+	detach(w->f);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	attach_overlay(w, w->overlay, false, NULL, 0);
+	assert_disk_is_model(w);
+
+	assert_int_equal(symlink(in_dir(w, "made"), dangling), 0);
+	attach_overlay(w, dangling, false, NULL, 0);
+	assert_int_equal(file_size(in_dir(w, "made")), DISK_BYTES);
 }
 
 /* A restored overlay's O_DIRECT descriptor is opened while the file has its temporary
@@ -561,7 +651,7 @@ static void a_restored_direct_disk_writes_into_the_overlay_it_committed(void **s
 	fresh_queue(f);
 	assert_int_equal(event_loop_init(&f->loop), 0);
 	assert_int_equal(virtio_blk_create(&options, &f->mem, &f->loop, &f->log, &f->blk), 0);
-	assert_int_equal(virtio_blk_commit_overlay(f->blk), 0);
+	assert_int_equal(virtio_blk_commit_overlays(&f->blk, 1), 0);
 	f->dev = virtio_blk_vdev(f->blk);
 	activate(f, f->dev, false);
 	disk_write(w, 40 * CLUSTER, 0xe2, 4 * CLUSTER);
@@ -833,6 +923,8 @@ int main(void)
 	    TEST(a_restore_replaces_an_overlay_that_held_other_data),
 	    TEST(a_restore_not_committed_leaves_the_overlay_as_it_was),
 	    TEST(a_restored_direct_disk_writes_into_the_overlay_it_committed),
+	    TEST(the_overlays_of_several_disks_are_committed_all_or_none),
+	    TEST(an_overlay_named_through_a_link_is_replaced_where_the_link_points),
 	    TEST(after_a_restore_the_next_freeze_holds_only_new_writes),
 	    TEST(a_reopened_overlay_rebuilds_what_it_holds),
 	    TEST(a_failed_freeze_changes_nothing_and_the_disk_goes_on),

@@ -97,8 +97,9 @@ static int fake_save(struct vdev *dev, struct snap_writer *w)
 	return 0;
 }
 
-static int fake_load(struct vdev *dev, struct snap_reader *r)
+static int fake_load(struct vdev *dev, struct snap_reader *r, uint32_t status)
 {
+	(void)status;
 	((struct fake_device *)dev->impl)->cookie = snap_get_u32(r);
 	return r->error;
 }

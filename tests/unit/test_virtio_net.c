@@ -1370,10 +1370,16 @@ static int save_state(struct fixture *f, struct snap_writer *w)
 	return ret;
 }
 
+/* The device status of a started device, as the transport loads it. */
+#define STARTED                                                                                    \
+	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_FEATURES_OK |            \
+	 VIRTIO_STATUS_DRIVER_OK)
+
 /* What the transport's load does before the device's own: the device back at power-on,
- * then the negotiated features and the queues as they were saved. */
-static int load_state(struct fixture *f, const struct virtq queues[2], uint64_t features,
-		      const uint8_t *data, size_t len)
+ * then the negotiated features and the queues as they were saved (with status). */
+static int load_state_with_status(struct fixture *f, const struct virtq queues[2],
+				  uint64_t features, const uint8_t *data, size_t len,
+				  uint32_t status)
 {
 	struct snap_reader r = {.data = data, .len = len};
 
@@ -1381,9 +1387,15 @@ static int load_state(struct fixture *f, const struct virtq queues[2], uint64_t 
 	f->dev->driver_features = features;
 	memcpy(f->dev->queues, queues, 2 * sizeof(queues[0]));
 	pthread_mutex_lock(&f->dev->lock);
-	int ret = f->dev->ops->load(f->dev, &r);
+	int ret = f->dev->ops->load(f->dev, &r, status);
 	pthread_mutex_unlock(&f->dev->lock);
 	return ret ? ret : snap_reader_finish(&r);
+}
+
+static int load_state(struct fixture *f, const struct virtq queues[2], uint64_t features,
+		      const uint8_t *data, size_t len)
+{
+	return load_state_with_status(f, queues, features, data, len, STARTED);
 }
 
 /* Four mergeable buffers offered, a frame received into the first: the device holds the
@@ -1460,6 +1472,18 @@ static void held_receive_buffers_that_do_not_match_the_queue_are_refused(void **
 		copy[bad[i].offset] = bad[i].value;
 		assert_int_equal(load_state(f, queues, features, copy, w.len), -EINVAL);
 	}
+	/* Buffers held by a device whose driver never started it. */
+	assert_int_equal(load_state_with_status(f, queues, features, w.buf, w.len,
+						STARTED & ~VIRTIO_STATUS_DRIVER_OK),
+			 -EINVAL);
+	/* A broken device whose driver was never asked to reset it; with the request, the
+	 * state is one the device could have been in. */
+	memcpy(copy, w.buf, w.len);
+	copy[0] = 1;
+	assert_int_equal(load_state(f, queues, features, copy, w.len), -EINVAL);
+	assert_int_equal(load_state_with_status(f, queues, features, copy, w.len,
+						STARTED | VIRTIO_STATUS_DEVICE_NEEDS_RESET),
+			 0);
 	free(copy);
 	for (size_t len = 0; len < w.len; len++)
 		assert_int_equal(load_state(f, queues, features, w.buf, len), -EINVAL);

@@ -1,0 +1,130 @@
+/* The end of a restore's overlays (blk_overlay.h): each restored overlay, built under a
+ * temporary name next to the file it replaces, takes that file's name, for all of a
+ * VM's disks at once or for none of them. So a restore that fails at its last step
+ * still leaves every overlay file as it was.
+ *
+ * renameat2(RENAME_EXCHANGE) swaps the two names in one step: until every disk's swap
+ * and its directory's sync succeeded, each swap can be undone by swapping back; after,
+ * the old files, now under the temporary names, are removed. The file systems overlays
+ * need (they must report holes) support it: ext4, xfs, btrfs and tmpfs. Where one does
+ * not, a plain rename replaces the old file, and that disk's step cannot be undone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "blk_overlay.h"
+
+static int commit_error(const struct blk_overlay *ov, const char *what)
+{
+	int err = errno ? errno : EIO;
+
+	log_error(&ov->log, "disk %s: committing the restored overlay: %s: %s", ov->path, what,
+		  strerror(err));
+	return -err;
+}
+
+static bool commit_pending(const struct blk_overlay *ov)
+{
+	return ov && ov->replaced_fd >= 0 && ov->restored.fd >= 0;
+}
+
+/* The new file as the old one was to its users, and on the disk before its name is. */
+static int commit_prepare(struct blk_overlay *ov)
+{
+	struct stat old;
+
+	if (fstat(ov->replaced_fd, &old) != 0)
+		return commit_error(ov, "fstat");
+	/* Only root may give a file away; anyone else keeps the file as theirs. First, as a
+	 * chown clears set-id bits. */
+	if (fchown(ov->fd, old.st_uid, old.st_gid) != 0 && errno != EPERM)
+		return commit_error(ov, "fchown");
+	if (fchmod(ov->fd, old.st_mode & 07777) != 0)
+		return commit_error(ov, "fchmod");
+	if (fsync(ov->fd) != 0)
+		return commit_error(ov, "fsync");
+	return 0;
+}
+
+/* Swaps the names of the new file and the file it replaces; *undoable says whether a
+ * second swap can bring the old one back. */
+static int commit_swap(struct blk_overlay *ov, bool *undoable)
+{
+	*undoable = true;
+	if (renameat2(AT_FDCWD, ov->restored.temp, AT_FDCWD, ov->target, RENAME_EXCHANGE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		return commit_error(ov, "rename");
+	*undoable = false;
+	if (rename(ov->restored.temp, ov->target) == 0)
+		return 0;
+	return commit_error(ov, "rename");
+}
+
+static void commit_undo(struct blk_overlay *ov)
+{
+	if (renameat2(AT_FDCWD, ov->restored.temp, AT_FDCWD, ov->target, RENAME_EXCHANGE) != 0)
+		(void)commit_error(ov, "renaming the old overlay back");
+}
+
+/* The renames reach the disk with the directory. */
+static int commit_sync_directory(struct blk_overlay *ov)
+{
+	char *copy = strdup(ov->target);
+
+	if (!copy)
+		return -ENOMEM;
+	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int err = fd >= 0 && fsync(fd) == 0 ? 0 : commit_error(ov, "syncing its directory");
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return err;
+}
+
+/* The old file, under the temporary name since the swap, goes (unless a plain rename
+ * replaced it already), and with its lock the overlay is the disk's own. */
+static void commit_finish(struct blk_overlay *ov, bool swapped)
+{
+	if (swapped && unlink(ov->restored.temp) != 0)
+		(void)commit_error(ov, "removing the old overlay");
+	close(ov->restored.fd);
+	ov->restored.fd = -1;
+	ov->restored.temp[0] = '\0';
+	close(ov->replaced_fd);
+	ov->replaced_fd = -1;
+	ov->created = false;
+}
+
+int blk_overlay_commit(struct blk_overlay *const *overlays, unsigned count)
+{
+	bool *undoable = calloc(count ? count : 1, sizeof(*undoable));
+	unsigned swapped = 0;
+	int err = undoable ? 0 : -ENOMEM;
+
+	for (unsigned i = 0; i < count && !err; i++)
+		err = commit_pending(overlays[i]) ? commit_prepare(overlays[i]) : 0;
+	while (!err && swapped < count) {
+		struct blk_overlay *ov = overlays[swapped];
+		err = commit_pending(ov) ? commit_swap(ov, &undoable[swapped]) : 0;
+		if (!err)
+			swapped++;
+	}
+	for (unsigned i = 0; i < count && !err; i++)
+		err = commit_pending(overlays[i]) ? commit_sync_directory(overlays[i]) : 0;
+	for (unsigned i = 0; i < swapped; i++) {
+		if (!commit_pending(overlays[i]))
+			continue;
+		if (!err)
+			commit_finish(overlays[i], undoable[i]);
+		else if (undoable[i])
+			commit_undo(overlays[i]);
+	}
+	free(undoable);
+	return err;
+}
