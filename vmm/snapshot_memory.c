@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -374,6 +375,16 @@ static uint64_t next_run(const uint8_t *bitmap, uint64_t pages, uint64_t *page, 
 	return len;
 }
 
+/* Reads len bytes of fd at offset into guest memory at at. Its pages are faulted in
+ * first, all in one call: page by page, as the read touches them, the faults took a
+ * fifth of a merge's time. A kernel without MADV_POPULATE_WRITE (5.14) faults them
+ * as before. */
+static int read_into_memory(int fd, uint8_t *at, uint64_t len, uint64_t offset)
+{
+	(void)madvise(at, len, MADV_POPULATE_WRITE);
+	return file_read_at(fd, at, len, offset);
+}
+
 /* The full file's checksum: its data extents, zero pages skipped. The pages are read
  * into run, or with into (memory of the file's size) to their place there. */
 static int checksum_full(int fd, uint64_t size, uint8_t *run, uint8_t *into, XXH3_state_t *checksum)
@@ -401,7 +412,8 @@ static int checksum_full(int fd, uint64_t size, uint8_t *run, uint8_t *into, XXH
 		while (offset < end && !ret) {
 			uint64_t len = end - offset < READ_RUN_MAX ? end - offset : READ_RUN_MAX;
 			uint8_t *buf = into ? into + offset : run;
-			ret = file_read_at(fd, buf, len, offset);
+			ret = into ? read_into_memory(fd, buf, len, offset)
+				   : file_read_at(fd, buf, len, offset);
 			for (uint64_t at = 0; at < len && !ret; at += GUEST_PAGE_SIZE)
 				checksum_page(checksum, (offset + at) / GUEST_PAGE_SIZE, buf + at,
 					      false);
@@ -506,7 +518,7 @@ int snapshot_memory_apply_diff(struct guest_memory *mem, int fd,
 	 * reads as the zeros the page held). */
 	while (!ret && (len = next_run(bitmap, pages, &page, UINT64_MAX)) > 0) {
 		uint8_t *at = mem->base + page * GUEST_PAGE_SIZE;
-		ret = file_read_at(fd, at, len * GUEST_PAGE_SIZE, page * GUEST_PAGE_SIZE);
+		ret = read_into_memory(fd, at, len * GUEST_PAGE_SIZE, page * GUEST_PAGE_SIZE);
 		if (ret)
 			log_error(log, "diff memory file %s: %s", path, strerror(-ret));
 		for (uint64_t i = 0; verify && !ret && i < len; i++)
