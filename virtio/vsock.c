@@ -117,14 +117,20 @@ static bool rx_buffer_usable(struct virtio_vsock *vs)
 	return false;
 }
 
-/* Fills rx buffers while the multiplexer has packets for the guest. */
+/* Fills rx buffers while the multiplexer has packets for the guest, up to the budget;
+ * the rest waits for the queue's next turn. */
 static void fill_rx(struct virtio_vsock *vs)
 {
 	uint16_t old_used_idx = queue(vs, RX_QUEUE)->used_idx;
+	unsigned budget = VIRTIO_VSOCK_FILL_BUDGET;
 
 	while (!vs->broken && vsock_mux_has_rx(&vs->mux)) {
 		uint32_t written = 0;
 
+		if (budget-- == 0) {
+			vdev_serve_again(&vs->dev, RX_QUEUE);
+			break;
+		}
 		if (pop(vs, RX_QUEUE) <= 0)
 			break;
 		if (!rx_buffer_usable(vs)) {
@@ -272,6 +278,10 @@ static void vsock_reset(struct vdev *dev)
 static void vsock_reset_transport(struct virtio_vsock *vs)
 {
 	vsock_mux_reset(&vs->mux);
+	/* Replies it stalled for are gone with the connections; with EVENT_IDX the guest
+	 * may not notify tx again, so the queue is served once more. */
+	if (vs->tx_stalled)
+		vdev_serve_again(&vs->dev, TX_QUEUE);
 	vs->tx_stalled = false;
 	vs->event_pending = true;
 	vs->reset_unhandled = true;

@@ -39,6 +39,10 @@
  * its next turn, so that a guest keeping tx full cannot hold up its VM's other
  * devices. */
 #define VIRTIO_VSOCK_TAKE_BUDGET 32
+/* Rx buffers one fill writes before the queue waits for its next turn: a guest that
+ * returns each buffer at once, to a host that writes without pause, cannot hold the
+ * event thread either. */
+#define VIRTIO_VSOCK_FILL_BUDGET 32
 
 struct virtio_vsock_options {
 	uint64_t guest_cid;   /* in [VIRTIO_VSOCK_MIN_GUEST_CID, VIRTIO_VSOCK_MAX_GUEST_CID] */

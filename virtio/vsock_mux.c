@@ -7,11 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../vmm/clock.h"
+
+/* Compiled in from its header (Debian's libxxhash-dev), as in snapshot_memory.c. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #define EVENT_BATCH 64
 /* Clients accepted per wake-up; the level-triggered listener wakes again for more. */
@@ -39,17 +44,20 @@ complain(struct vsock_mux *mux, const char *fmt, ...)
 
 /* The connection table. */
 
-static unsigned bucket_of(uint32_t local_port, uint32_t peer_port)
+/* The guest picks both ports of the connections it opens: keyed with a secret of this
+ * device's, the hash gives it no way to pile them into one bucket. */
+static unsigned bucket_of(const struct vsock_mux *mux, uint32_t local_port, uint32_t peer_port)
 {
-	uint32_t h = local_port * 0x9e3779b1u ^ peer_port * 0x85ebca77u;
+	const uint32_t key[2] = {local_port, peer_port};
 
-	return (h ^ (h >> 16)) % VSOCK_TABLE_BUCKETS;
+	return (unsigned)(XXH3_64bits_withSeed(key, sizeof(key), mux->hash_seed) %
+			  VSOCK_TABLE_BUCKETS);
 }
 
 static struct vsock_conn *lookup(const struct vsock_mux *mux, uint32_t local_port,
 				 uint32_t peer_port)
 {
-	struct vsock_conn *conn = mux->buckets[bucket_of(local_port, peer_port)];
+	struct vsock_conn *conn = mux->buckets[bucket_of(mux, local_port, peer_port)];
 
 	while (conn && (conn->local_port != local_port || conn->peer_port != peer_port))
 		conn = conn->bucket_next;
@@ -58,7 +66,7 @@ static struct vsock_conn *lookup(const struct vsock_mux *mux, uint32_t local_por
 
 static void table_insert(struct vsock_mux *mux, struct vsock_conn *conn)
 {
-	struct vsock_conn **head = &mux->buckets[bucket_of(conn->local_port, conn->peer_port)];
+	struct vsock_conn **head = &mux->buckets[bucket_of(mux, conn->local_port, conn->peer_port)];
 
 	conn->bucket_next = *head;
 	*head = conn;
@@ -67,7 +75,7 @@ static void table_insert(struct vsock_mux *mux, struct vsock_conn *conn)
 
 static void table_remove(struct vsock_mux *mux, struct vsock_conn *conn)
 {
-	struct vsock_conn **p = &mux->buckets[bucket_of(conn->local_port, conn->peer_port)];
+	struct vsock_conn **p = &mux->buckets[bucket_of(mux, conn->local_port, conn->peer_port)];
 
 	while (*p && *p != conn)
 		p = &(*p)->bucket_next;
@@ -154,6 +162,19 @@ static int watch(struct vsock_mux *mux, int op, int fd, uint32_t events, void *t
 	return epoll_ctl(mux->epoll_fd, op, fd, &ev) < 0 ? -errno : 0;
 }
 
+/* How often a listener paused for want of file descriptors tries again, when no
+ * connection of ours closes to free one (they may be taken elsewhere in the process). */
+#define LISTEN_RETRY_NS (100 * 1000000ULL)
+
+/* New clients are taken again, unless they are held (vsock_mux_hold_clients). A listener
+ * still out of descriptors pauses again at its first accept. */
+static void listener_resume(struct vsock_mux *mux)
+{
+	if (mux->listen_paused && !mux->clients_held &&
+	    watch(mux, EPOLL_CTL_MOD, mux->listen_fd, EPOLLIN, &mux->listen_fd) == 0)
+		mux->listen_paused = false;
+}
+
 /* Takes a new connection (its fd already set up) into the multiplexer. */
 static int conn_add(struct vsock_mux *mux, struct vsock_conn *conn)
 {
@@ -192,9 +213,7 @@ static void conn_close(struct vsock_mux *mux, struct vsock_conn *conn)
 	conn->all_next = mux->dead;
 	mux->dead = conn;
 	mux->conn_count--;
-	if (mux->listen_paused && !mux->clients_held &&
-	    watch(mux, EPOLL_CTL_MOD, mux->listen_fd, EPOLLIN, &mux->listen_fd) == 0)
-		mux->listen_paused = false;
+	listener_resume(mux);
 }
 
 void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
@@ -202,9 +221,12 @@ void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
 	if (mux->listen_fd < 0 || hold == mux->clients_held)
 		return;
 	mux->clients_held = hold;
-	if (!mux->listen_paused)
-		(void)watch(mux, EPOLL_CTL_MOD, mux->listen_fd, hold ? 0 : EPOLLIN,
-			    &mux->listen_fd);
+	if (hold && !mux->listen_paused)
+		(void)watch(mux, EPOLL_CTL_MOD, mux->listen_fd, 0, &mux->listen_fd);
+	if (!hold) {
+		mux->listen_paused = true; /* watched again below, if it may be */
+		listener_resume(mux);
+	}
 }
 
 static void reap(struct vsock_mux *mux)
@@ -264,6 +286,7 @@ static void on_timer(struct vsock_mux *mux)
 		/* Read already (EAGAIN): the sweep below is harmless. */
 	}
 	mux->timer_ns = 0;
+	listener_resume(mux);
 	uint64_t now = now_ns();
 	uint64_t next = pending_retry(mux, now);
 	for (struct vsock_conn *conn = mux->all, *after; conn; conn = after) {
@@ -290,8 +313,10 @@ static void on_listener(struct vsock_mux *mux)
 		if (fd == -EMFILE || fd == -ENFILE) {
 			log_warn(mux->log, "%s: out of file descriptors; new clients wait",
 				 mux->name);
-			if (watch(mux, EPOLL_CTL_MOD, mux->listen_fd, 0, &mux->listen_fd) == 0)
+			if (watch(mux, EPOLL_CTL_MOD, mux->listen_fd, 0, &mux->listen_fd) == 0) {
 				mux->listen_paused = true;
+				timer_arm(mux, now_ns() + LISTEN_RETRY_NS);
+			}
 			return;
 		}
 		if (fd < 0)
@@ -586,6 +611,8 @@ int vsock_mux_init(struct vsock_mux *mux, uint64_t guest_cid, const char *uds_pa
 	    .timer_fd = -1,
 	    .next_local_port = VSOCK_FIRST_LOCAL_PORT,
 	};
+	if (getrandom(&mux->hash_seed, sizeof(mux->hash_seed), 0) != sizeof(mux->hash_seed))
+		mux->hash_seed = now_ns() ^ (uint64_t)(uintptr_t)mux;
 	mux->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (mux->epoll_fd < 0) {
 		int err = -errno;

@@ -64,6 +64,7 @@ struct vsock_mux {
 
 	unsigned conn_count; /* connections and clients still sending their CONNECT line */
 	struct vsock_conn *buckets[VSOCK_TABLE_BUCKETS];
+	uint64_t hash_seed; /* the table's key, random */
 	struct vsock_conn *all;
 	struct vsock_conn *rx_head, *rx_tail; /* those with something for the guest */
 	struct vsock_conn *dead;	      /* closed, freed after the event batch */

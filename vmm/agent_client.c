@@ -46,6 +46,15 @@ int64_t agent_deadline(int ms)
 	return ms > 0 ? agent_now_ms() + ms : -1;
 }
 
+int64_t agent_transfer_deadline(const struct mote_agent *a)
+{
+	int64_t io = agent_deadline(a->io_timeout_ms);
+
+	if (a->transfer_end < 0)
+		return io;
+	return io < 0 || a->transfer_end < io ? a->transfer_end : io;
+}
+
 int agent_poll_timeout(int64_t deadline)
 {
 	if (deadline < 0)
@@ -152,12 +161,22 @@ int agent_queue(struct mote_agent *a, uint16_t type, uint32_t id, const void *pa
 	return 0;
 }
 
+/* The frame last taken is done with. */
+static void agent_drop_taken(struct mote_agent *a)
+{
+	a->in_start += a->in_used;
+	a->in_used = 0;
+	if (a->in_start == a->in_len)
+		a->in_start = a->in_len = 0;
+}
+
 int agent_fill(struct mote_agent *a)
 {
-	if (a->in_used) {
-		memmove(a->in, a->in + a->in_used, a->in_len - a->in_used);
-		a->in_len -= a->in_used;
-		a->in_used = 0;
+	agent_drop_taken(a);
+	if (a->in_len == CLIENT_IN_CAP && a->in_start > 0) {
+		memmove(a->in, a->in + a->in_start, a->in_len - a->in_start);
+		a->in_len -= a->in_start;
+		a->in_start = 0;
 	}
 	if (a->in_len == CLIENT_IN_CAP)
 		return 0;
@@ -175,22 +194,20 @@ int agent_fill(struct mote_agent *a)
 
 int agent_take_frame(struct mote_agent *a, struct agent_frame *f)
 {
-	if (a->in_used) {
-		memmove(a->in, a->in + a->in_used, a->in_len - a->in_used);
-		a->in_len -= a->in_used;
-		a->in_used = 0;
-	}
-	if (a->in_len < AGENT_HEADER_SIZE)
+	agent_drop_taken(a);
+	const uint8_t *frame = a->in + a->in_start;
+	size_t have = a->in_len - a->in_start;
+	if (have < AGENT_HEADER_SIZE)
 		return 0;
-	int ret = agent_header_decode(a->in, AGENT_MAX_PAYLOAD, &f->h);
+	int ret = agent_header_decode(frame, AGENT_MAX_PAYLOAD, &f->h);
 	if (ret == -EMSGSIZE)
 		return agent_fail(a, -EPROTO, "the agent sent a frame of %u bytes (limit %u)",
 				  f->h.length, AGENT_MAX_PAYLOAD);
 	if (ret)
 		return agent_fail(a, -EPROTO, "the agent sent a frame with flags 0x%x", f->h.flags);
-	if (a->in_len - AGENT_HEADER_SIZE < f->h.length)
+	if (have - AGENT_HEADER_SIZE < f->h.length)
 		return 0;
-	f->payload = a->in + AGENT_HEADER_SIZE;
+	f->payload = frame + AGENT_HEADER_SIZE;
 	a->in_used = AGENT_HEADER_SIZE + f->h.length;
 	return 1;
 }
@@ -318,6 +335,8 @@ static struct mote_agent *agent_new(int fd, const struct mote_agent_options *opt
 	a->log = (struct mote_log){options->log, options->log_opaque};
 	a->io_timeout_ms = options->io_timeout_ms;
 	a->max_download_bytes = options->max_download_bytes;
+	a->transfer_timeout_ms = options->transfer_timeout_ms;
+	a->transfer_end = -1;
 	a->in = malloc(CLIENT_IN_CAP);
 	a->out = malloc(CLIENT_OUT_CAP);
 	if (!a->in || !a->out) {

@@ -51,6 +51,10 @@ struct mote_agent_options {
 	 * cancelled and fails with -EFBIG, before anything past the limit is written: the
 	 * guest says how big a file is and sends what it likes. 0: no limit. */
 	uint64_t max_download_bytes;
+	/* An upload or download that has not ended this long after it began fails with
+	 * -ETIMEDOUT (connection broken), however steadily the agent answers: a guest can
+	 * send a file slowly for as long as it likes. 0: no limit. */
+	int transfer_timeout_ms;
 	mote_log_fn log;
 	void *log_opaque;
 };
@@ -115,6 +119,11 @@ struct mote_agent_exec {
 	/* After this long the command's process group gets SIGKILL and the result says
 	 * timed_out. 0: no limit. */
 	int timeout_ms;
+	/* After a SIGTERM, SIGHUP or SIGQUIT forwarded from signal_fd, or a second SIGINT,
+	 * the command has this long to end; then the connection is given up, which makes
+	 * the agent kill its process group, and the call returns -ECANCELED with
+	 * result->code the signal. 0: 10 s. */
+	int stop_grace_ms;
 	/* Run the command on a new pseudo-terminal in the guest, as `ssh -t` does: its
 	 * stdin, stdout and stderr are the terminal, which is its controlling terminal. All
 	 * its output comes through on_stdout, as the terminal's line discipline made it
@@ -134,6 +143,8 @@ struct mote_agent_exec {
 	 * Read until end of file (a partial request then is dropped); not closed. -1:
 	 * none. */
 	int tty_resize_fd;
+	/* Called from mote_agent_exec's own thread, synchronously: one that blocks (a
+	 * full pipe) holds up everything else, signals and timeout_ms included. */
 	mote_agent_output_fn on_stdout; /* NULL: discarded */
 	mote_agent_output_fn on_stderr; /* NULL: discarded */
 	void *opaque;
@@ -166,8 +177,9 @@ struct mote_agent_result {
  * error, -E2BIG (arguments and environment over the agent's 256 KiB frame), an
  * error the agent answered the request with, or a broken connection; -ECANCELED when
  * a signal from exec->signal_fd could not be sent within 5 s because the agent took no
- * data (a guest that stopped serving): the connection is then given up, which ends the
- * command, and result->code holds the signal. Stdin is kept within the agent's window
+ * data (a guest that stopped serving), or the command did not end within
+ * exec->stop_grace_ms of a request to stop: the connection is then given up, which ends
+ * the command, and result->code holds the signal. Stdin is kept within the agent's window
  * (512 KiB not yet taken by the command), so a command that leaves its stdin unread
  * does not hold signals back.
  * result->timed_out is set whenever timeout_ms passed, even if an error followed. */

@@ -24,9 +24,15 @@ struct mote_agent {
 	struct mote_log log;
 	int io_timeout_ms;
 	uint64_t max_download_bytes; /* 0: no limit */
+	int transfer_timeout_ms;     /* 0: no limit */
+	int64_t transfer_end;	     /* the transfer in progress's deadline, or -1 */
 	uint32_t next_id;
 	struct mote_agent_info info;
-	uint8_t *in; /* received: in[0..in_len), of which in_used is the frame last taken */
+	/* Received: in[in_start..in_len), of which the first in_used bytes are the frame
+	 * last taken. Bytes move to the front only when the buffer's end is reached, so a
+	 * flood of small frames costs each byte one move at most, not one per frame. */
+	uint8_t *in;
+	size_t in_start;
 	size_t in_len;
 	size_t in_used;
 	uint8_t *out; /* to send: out[out_start..out_end) */
@@ -44,6 +50,9 @@ struct agent_frame {
 int64_t agent_now_ms(void);
 /* now + ms, or -1 (no deadline) for ms <= 0. */
 int64_t agent_deadline(int ms);
+/* The next wait's deadline in an upload or download: the I/O timeout's, or the
+ * transfer's end if that comes first. */
+int64_t agent_transfer_deadline(const struct mote_agent *a);
 int agent_poll_timeout(int64_t deadline);
 /* Copies n bytes, each non-printable one as '?', terminated within cap. */
 void agent_printable(char *dst, size_t cap, const char *src, size_t n);

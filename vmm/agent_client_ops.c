@@ -20,6 +20,10 @@
 /* How long a forwarded signal may wait in the output queue: an agent that has stopped
  * reading (a guest that stopped serving) would never see it. */
 #define SIGNAL_DELIVERY_MS 5000
+/* mote_agent_exec.stop_grace_ms's default. */
+#define STOP_GRACE_MS 10000
+/* Warnings the agent may cause in one call before the rest go unlogged. */
+#define AGENT_WARNINGS_MAX 8
 
 void mote_agent_exec_init(struct mote_agent_exec *exec)
 {
@@ -50,6 +54,11 @@ struct exec_run {
 	int last_signal;
 	uint64_t signal_sent_at;
 	int64_t signal_deadline;
+	/* A request to stop (exec->stop_grace_ms): when the connection is given up, or -1;
+	 * and the SIGINTs forwarded so far (the second is one). */
+	int64_t stop_deadline;
+	unsigned interrupts;
+	unsigned warnings; /* logged for the agent's ERROR frames that answer no request */
 	/* tty_resize_fd: still read, and the part of a request read so far. */
 	bool resize_open;
 	uint8_t resize[4];
@@ -174,12 +183,21 @@ static void take_error(struct exec_run *run, const struct agent_frame *f)
 
 	if (run->a->broken) {
 		run->error = err;
+	} else if (answered == AGENT_EXEC && (err == -E2BIG || err == -ECANCELED)) {
+		/* Errors mote_agent_exec() gives meanings of its own (and `mote exec` exit
+		 * codes): no answer of the agent's is one. */
+		run->error = agent_fail(run->a, -EPROTO,
+					"the agent refused the command with error %d, which it "
+					"never gives: %s",
+					-err, message);
 	} else if (answered == AGENT_EXEC) {
 		/* The request itself was refused: no command, no EXIT to wait for. */
 		log_error(&run->a->log, "agent: %s", message);
 		run->error = err;
-	} else {
-		log_warn(&run->a->log, "agent: %s", message);
+	} else if (run->warnings < AGENT_WARNINGS_MAX) {
+		log_warn(&run->a->log, "agent: %s%s", message,
+			 ++run->warnings == AGENT_WARNINGS_MAX ? " (further warnings not shown)"
+							       : "");
 	}
 }
 
@@ -315,6 +333,13 @@ static void forward_signal(struct exec_run *run)
 	run->signal_sent_at = a->out_sent + (a->out_end - a->out_start);
 	if (run->signal_deadline < 0)
 		run->signal_deadline = agent_now_ms() + SIGNAL_DELIVERY_MS;
+	/* SIGTERM, SIGHUP, SIGQUIT or a second SIGINT ask us to stop: the command may
+	 * handle them, but a command (or a guest) that ignores them must not keep us. */
+	bool stop = si.ssi_signo != SIGINT || ++run->interrupts >= 2;
+	if (stop && run->stop_deadline < 0)
+		run->stop_deadline =
+		    agent_now_ms() +
+		    (run->ex->stop_grace_ms > 0 ? run->ex->stop_grace_ms : STOP_GRACE_MS);
 }
 
 /* A forwarded signal the agent has not taken in time: the connection is given up,
@@ -340,6 +365,14 @@ static void check_timers(struct exec_run *run)
 {
 	int64_t now = agent_now_ms();
 
+	if (run->stop_deadline >= 0 && now >= run->stop_deadline) {
+		run->result->code = run->last_signal;
+		run->error = agent_fail(run->a, -ECANCELED,
+					"the command did not end after signal %d; the connection "
+					"is closed, which ends it",
+					run->last_signal);
+		return;
+	}
 	if (run->deadline >= 0 && now >= run->deadline && !run->result->timed_out) {
 		run->result->timed_out = true;
 		kill_command(run);
@@ -360,6 +393,8 @@ static int64_t next_timer(const struct exec_run *run)
 		t = run->kill_deadline;
 	if (run->signal_deadline >= 0 && (t < 0 || run->signal_deadline < t))
 		t = run->signal_deadline;
+	if (run->stop_deadline >= 0 && (t < 0 || run->stop_deadline < t))
+		t = run->stop_deadline;
 	return t;
 }
 
@@ -438,7 +473,8 @@ int mote_agent_exec(struct mote_agent *agent, const struct mote_agent_exec *exec
 			       .result = result,
 			       .deadline = -1,
 			       .kill_deadline = -1,
-			       .signal_deadline = -1};
+			       .signal_deadline = -1,
+			       .stop_deadline = -1};
 	int ret = agent_usable(agent);
 
 	memset(result, 0, sizeof(*result));
@@ -541,11 +577,12 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 	int ret = agent_usable(a);
 	uint32_t id = agent_new_id(a);
 
+	a->transfer_end = agent_deadline(a->transfer_timeout_ms);
 	if (!ret)
 		ret = queue_path_request(a, AGENT_UPLOAD, id, mode & 07777u, guest_path,
-					 agent_deadline(a->io_timeout_ms));
+					 agent_transfer_deadline(a));
 	if (!ret)
-		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+		ret = agent_wait_answer(a, id, &f, agent_transfer_deadline(a));
 	if (!ret)
 		ret = take_ok(a, &f, NULL, NULL);
 	if (ret)
@@ -553,7 +590,7 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 	while (!ret) {
 		uint8_t *p = agent_out_tail(a, AGENT_HEADER_SIZE + AGENT_CHUNK_MAX);
 		if (!p) {
-			ret = agent_flush_wait(a, agent_deadline(a->io_timeout_ms));
+			ret = agent_flush_wait(a, agent_transfer_deadline(a));
 			if (!ret)
 				ret = upload_check_error(a, id);
 			continue;
@@ -583,9 +620,9 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 			agent_queue(a, AGENT_UPLOAD_END, id, NULL, 0, -1);
 		return ret;
 	}
-	ret = agent_queue(a, AGENT_UPLOAD_END, id, NULL, 0, agent_deadline(a->io_timeout_ms));
+	ret = agent_queue(a, AGENT_UPLOAD_END, id, NULL, 0, agent_transfer_deadline(a));
 	if (!ret)
-		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+		ret = agent_wait_answer(a, id, &f, agent_transfer_deadline(a));
 	if (!ret)
 		ret = take_ok(a, &f, &written, NULL);
 	if (!ret && written != total)
@@ -627,21 +664,25 @@ int mote_agent_download(struct mote_agent *agent, const char *guest_path, int fd
 	int ret = agent_usable(a);
 	uint32_t id = agent_new_id(a);
 
+	a->transfer_end = agent_deadline(a->transfer_timeout_ms);
 	if (!ret)
 		ret = queue_path_request(a, AGENT_DOWNLOAD, id, 0, guest_path,
-					 agent_deadline(a->io_timeout_ms));
+					 agent_transfer_deadline(a));
 	if (!ret)
-		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+		ret = agent_wait_answer(a, id, &f, agent_transfer_deadline(a));
 	uint64_t announced = 0;
 	if (!ret)
 		ret = take_ok(a, &f, &announced, mode);
 	if (!ret && a->max_download_bytes && announced > a->max_download_bytes)
 		return download_too_big(a, guest_path, id, announced);
 	while (!ret) {
-		ret = agent_wait_answer(a, id, &f, agent_deadline(a->io_timeout_ms));
+		ret = agent_wait_answer(a, id, &f, agent_transfer_deadline(a));
 		if (ret)
 			break;
-		if (f.h.type == AGENT_DATA) {
+		if (f.h.type == AGENT_DATA && f.h.length == 0) {
+			/* The agent never sends one; it would only keep the wait alive. */
+			return agent_fail(a, -EPROTO, "the agent sent an empty DATA frame");
+		} else if (f.h.type == AGENT_DATA) {
 			if (a->max_download_bytes && f.h.length > a->max_download_bytes - received)
 				return download_too_big(a, guest_path, id, received + f.h.length);
 			received += f.h.length;

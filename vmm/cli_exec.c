@@ -115,7 +115,7 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 						   arg);
 			break;
 		case OPT_TIMEOUT:
-			if (!exec || seconds_parse(arg, &opts->timeout_ms))
+			if (seconds_parse(arg, &opts->timeout_ms))
 				return parse_error(error, error_len,
 						   "%s: --timeout %s: not a number of seconds",
 						   name, arg);
@@ -195,6 +195,8 @@ int cli_cp_parse(struct cli_agent_options *opts, int argc, char **argv, char *er
 	const char *guest = is_guest(opts->src) ? opts->src : opts->dst;
 	if (!guest[strlen(GUEST_PREFIX)])
 		return parse_error(error, error_len, "cp: %s: no path in the guest", guest);
+	if (!(is_guest(opts->src) ? opts->dst : opts->src)[0])
+		return parse_error(error, error_len, "cp: an empty path on the host");
 	return 0;
 }
 
@@ -224,6 +226,8 @@ static struct mote_agent *connect_agent(const struct cli_agent_options *opts,
 	options.port = opts->port;
 	options.wait_ms = opts->wait_ms;
 	options.max_download_bytes = opts->max_size;
+	if (!opts->command) /* cp: the whole transfer; exec has its own */
+		options.transfer_timeout_ms = opts->timeout_ms;
 	options.log = cli_log;
 	options.log_opaque = log;
 	return mote_agent_connect(&options, &agent) ? NULL : agent;

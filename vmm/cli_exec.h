@@ -33,7 +33,7 @@ struct cli_agent_options {
 	const char *vsock_path;
 	uint32_t port;
 	int wait_ms;
-	int timeout_ms; /* exec: 0 for none */
+	int timeout_ms; /* exec: the command's; cp: the whole transfer's; 0 for none */
 	const char *cwd;
 	bool tty;	  /* exec --tty: on a terminal in the guest */
 	const char **env; /* env_count entries, malloc'd */

@@ -17,6 +17,12 @@
 
 #include "tests/unit/agent_test_wire.h"
 #include "vmm/agent_client.h"
+#include "vmm/clock.h"
+
+static int64_t now_ms(void)
+{
+	return clock_now_ns() / 1000000;
+}
 
 struct fixture {
 	char dir[64];
@@ -246,6 +252,14 @@ static int raise_on_ready(void *opaque, const void *data, size_t len)
 	(void)opaque;
 	if (len >= 5 && memcmp(data, "ready", 5) == 0)
 		kill(getpid(), SIGUSR1);
+	return 0;
+}
+
+static int raise_term_on_ready(void *opaque, const void *data, size_t len)
+{
+	(void)opaque;
+	if (len >= 5 && memcmp(data, "ready", 5) == 0)
+		kill(getpid(), SIGTERM);
 	return 0;
 }
 
@@ -814,6 +828,22 @@ static void oversized_frame_from_the_guest_is_a_protocol_error(void **state)
 	expect_connect_error(f, -EPROTO, "frame of");
 }
 
+/* Raw frames after HELLO, each of type and id with the u32 fields given (a list per
+ * frame, count fields), appended to raw at *len. */
+static void append_frame(uint8_t *raw, size_t cap, size_t *len, uint16_t type, uint32_t id,
+			 const uint32_t *fields, size_t count)
+{
+	struct agent_writer w;
+
+	agent_writer_init(&w, raw + *len, cap - *len);
+	size_t at = agent_frame_open(&w, type, id);
+	for (size_t i = 0; i < count; i++)
+		agent_put_u32(&w, fields[i]);
+	agent_frame_close(&w, at);
+	assert_false(w.overflow);
+	*len += w.len;
+}
+
 /* After HELLO the fake agent answers the first request (id 1) with one frame of type
  * and u32 fields: the command fails with -EPROTO, the log says why, and the connection
  * is broken for good. */
@@ -825,22 +855,119 @@ static void expect_frame_breaks_the_connection(struct fixture *f, uint16_t type,
 	struct mote_agent_result result;
 	static uint8_t raw[256];
 	static struct streams io;
-	struct agent_writer w;
 
 	size_t len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION);
-	agent_writer_init(&w, raw + len, sizeof(raw) - len);
-	size_t at = agent_frame_open(&w, type, 1);
-	for (size_t i = 0; i < count; i++)
-		agent_put_u32(&w, fields[i]);
-	agent_frame_close(&w, at);
+	append_frame(raw, sizeof(raw), &len, type, 1, fields, count);
 	f->fake.mode = WIRE_FAKE_RAW;
 	f->fake.raw = raw;
-	f->fake.raw_len = len + w.len;
+	f->fake.raw_len = len;
 	connect_to_agent(f);
 	assert_int_equal(run(f, argv, &io, -1, &result), -EPROTO);
 	assert_non_null(strstr(f->last_log, words));
 	assert_true(mote_agent_broken(f->agent));
 	assert_int_equal(run(f, argv, &io, -1, &result), -ENOTCONN);
+}
+
+/* Tens of thousands of frames for no request, ahead of the answer: each is dropped,
+ * and the answer still comes through (the buffer is compacted once per fill, not once
+ * per frame, so this takes no time to speak of). */
+static void a_flood_of_stray_frames_ahead_of_the_answer_is_dropped(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"true", NULL};
+	const uint32_t exited_3[] = {0, 3};
+	struct mote_agent_result result;
+	static uint8_t raw[1u << 20];
+	static struct streams io;
+
+	size_t len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION);
+	for (int i = 0; i < 50000; i++)
+		append_frame(raw, sizeof(raw), &len, AGENT_STDOUT, 99, NULL, 0);
+	append_frame(raw, sizeof(raw), &len, AGENT_EXIT, 1, exited_3, 2);
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = len;
+	connect_to_agent(f);
+	assert_int_equal(run(f, argv, &io, -1, &result), 0);
+	assert_int_equal(result.outcome, MOTE_AGENT_EXITED);
+	assert_int_equal(result.code, 3);
+}
+
+/* A download kept alive without end: by empty DATA frames (a protocol error), or by
+ * a trickle, which transfer_timeout_ms ends however steadily it comes. */
+static void a_download_cannot_be_kept_alive_for_ever(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t ok[] = {1000, 0, 0644}; /* u64 size 1000, mode */
+	static uint8_t raw[256];
+	char back[160];
+
+	size_t len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION);
+	append_frame(raw, sizeof(raw), &len, AGENT_OK, 1, ok, 3);
+	append_frame(raw, sizeof(raw), &len, AGENT_DATA, 1, NULL, 0);
+	f->fake.mode = WIRE_FAKE_RAW;
+	f->fake.raw = raw;
+	f->fake.raw_len = len;
+	connect_to_agent(f);
+	snprintf(back, sizeof(back), "%s/back", f->dir);
+	int fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(mote_agent_download(f->agent, "/x", fd, NULL), -EPROTO);
+	assert_non_null(strstr(f->last_log, "empty DATA"));
+	close(fd);
+	mote_agent_close(f->agent);
+	f->agent = NULL;
+	kill(f->fake.pid, SIGKILL);
+	waitpid(f->fake.pid, NULL, 0);
+	unlink(f->path);
+
+	/* One byte, then nothing for longer than the transfer may take. */
+	len = hello_frame(raw, sizeof(raw), AGENT_PROTOCOL_VERSION);
+	append_frame(raw, sizeof(raw), &len, AGENT_OK, 1, ok, 3);
+	append_frame(raw, sizeof(raw), &len, AGENT_DATA, 1, (const uint32_t[]){7}, 1);
+	f->fake.raw_len = len;
+	f->options.transfer_timeout_ms = 300;
+	connect_to_agent(f);
+	fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	int64_t start = now_ms();
+	assert_int_equal(mote_agent_download(f->agent, "/x", fd, NULL), -ETIMEDOUT);
+	assert_true(now_ms() - start < 10000); /* not the 30 s I/O timeout */
+	close(fd);
+}
+
+/* A command that ignores SIGTERM cannot keep the client: after stop_grace_ms the
+ * connection is given up (the agent kills the command) and the call says which signal
+ * it was. */
+static void a_command_that_ignores_a_request_to_stop_is_given_up(void **state)
+{
+	struct fixture *f = *state;
+	const char *argv[] = {"sh", "-c", "trap '' TERM; echo ready; sleep 30", NULL};
+	struct mote_agent_result result;
+	struct mote_agent_exec exec;
+	struct caught_signals caught;
+
+	connect_to_agent(f);
+	signals_catch(&caught, (const int[]){SIGTERM, 0});
+	mote_agent_exec_init(&exec);
+	exec.argv = argv;
+	exec.signal_fd = caught.fd;
+	exec.stop_grace_ms = 300;
+	exec.on_stdout = raise_term_on_ready;
+	int64_t start = now_ms();
+	assert_int_equal(mote_agent_exec(f->agent, &exec, &result), -ECANCELED);
+	signals_release(&caught);
+	assert_int_equal(result.code, SIGTERM);
+	assert_true(now_ms() - start < 20000);
+	assert_non_null(strstr(f->last_log, "did not end after signal"));
+}
+
+/* The agent may refuse a command with any error but those mote_agent_exec() gives
+ * meanings of its own (and `mote exec` turns into its own exit codes): an ERROR
+ * answering EXEC (u16 type, u16 zero) with E2BIG and an empty message. */
+static void an_agent_refusing_a_command_with_a_reserved_error_breaks_the_connection(void **state)
+{
+	const uint32_t e2big_for_exec[] = {E2BIG, AGENT_EXEC, 0};
+
+	expect_frame_breaks_the_connection(*state, AGENT_ERROR, e2big_for_exec, 3, "never gives");
 }
 
 static void malformed_exit_breaks_the_connection(void **state)
@@ -893,6 +1020,10 @@ int main(void)
 	    T(oversized_frame_from_the_guest_is_a_protocol_error),
 	    T(malformed_exit_breaks_the_connection),
 	    T(stdin_taken_beyond_what_was_sent_breaks_the_connection),
+	    T(a_flood_of_stray_frames_ahead_of_the_answer_is_dropped),
+	    T(a_download_cannot_be_kept_alive_for_ever),
+	    T(a_command_that_ignores_a_request_to_stop_is_given_up),
+	    T(an_agent_refusing_a_command_with_a_reserved_error_breaks_the_connection),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -197,6 +197,32 @@ static void a_turn_takes_at_most_the_budget_and_asks_to_be_served_again(void **s
 	assert_no_pkt(f, 20);
 }
 
+/* Host programs writing without pause to a guest that has buffers for all of it: one
+ * fill writes at most its budget of rx buffers and asks to be served again, so the
+ * event thread goes on to the VM's other devices in between. */
+static void a_fill_writes_at_most_its_budget_and_asks_to_be_served_again(void **state)
+{
+	struct vsock_fixture *f = *state;
+	static uint8_t data[GUEST_BUF_ALLOC];
+	struct gconn c[3];
+	int fd[3];
+
+	/* Three streams of a full window each: more packets than the budget. */
+	assert_true(3 * GUEST_BUF_ALLOC / RX_DATA > VIRTIO_VSOCK_FILL_BUDGET);
+	for (int i = 0; i < 3; i++)
+		fd[i] = connect_from_host(f, 7000 + (uint32_t)i, &c[i]);
+	assert_int_equal(f->transport.serve_again[RX_QUEUE], 0);
+	fill_pattern(data, 0, sizeof(data), 5);
+	for (int i = 0; i < 3; i++)
+		host_write(fd[i], data, sizeof(data));
+	uint16_t before = used_idx(f, RX_QUEUE);
+	run_loop(f, 100);
+	assert_int_equal((uint16_t)(used_idx(f, RX_QUEUE) - before), VIRTIO_VSOCK_FILL_BUDGET);
+	assert_int_equal(f->transport.serve_again[RX_QUEUE], 1);
+	for (int i = 0; i < 3; i++)
+		close(fd[i]);
+}
+
 static void short_header_is_dropped_and_the_device_carries_on(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -427,6 +453,7 @@ int main(void)
 	    TEST(forged_fwd_cnt_gives_no_extra_credit),
 	    TEST(guest_taking_no_replies_stalls_tx_without_losing_them),
 	    TEST(a_turn_takes_at_most_the_budget_and_asks_to_be_served_again),
+	    TEST(a_fill_writes_at_most_its_budget_and_asks_to_be_served_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
