@@ -110,9 +110,9 @@ static void blk_break(struct virtio_blk *blk, const char *what)
 }
 
 /* Whether a request more may start: while requests in flight are charged less than the
- * bound. Each is charged at least the data it moves (its chain, and the zeros a
- * WRITE_ZEROES may write), and a request moves at most VIRTIO_BLK_REQUEST_MAX_BYTES, so
- * the I/O in flight stays under the bound plus one request. */
+ * bound. Each is charged at least the data it moves (its chain, and what the ranges of
+ * a WRITE_ZEROES or DISCARD cover: zeros to write, or on a block device a range the
+ * kernel may zero), so the I/O in flight stays under the bound plus one request. */
 static bool blk_has_room(const struct virtio_blk *blk)
 {
 	return blk->busy_bytes < VIRTIO_BLK_BUSY_BYTES_MAX;
@@ -130,7 +130,7 @@ static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
 		return;
 	}
 	req->charged_bytes =
-	    chain->readable_len + chain->writable_len + blk_request_zero_bytes(req);
+	    chain->readable_len + chain->writable_len + blk_request_range_bytes(req);
 	blk->busy_bytes += req->charged_bytes;
 }
 

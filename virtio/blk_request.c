@@ -199,6 +199,11 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 	uint64_t len;
 	bool mapped;
 
+	/* Data on the wrong side (device-writable for a write, readable for a read) would
+	 * move nothing and be answered as done. */
+	if (req->type == VIRTIO_BLK_T_OUT ? chain->writable_len > 1
+					  : chain->readable_len > BLK_HEADER_SIZE)
+		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (req->type == VIRTIO_BLK_T_OUT) {
 		/* §5.2.6.2: a read-only device fails writes and writes nothing. */
 		if (disk->read_only)
@@ -463,11 +468,11 @@ bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int re
 	return range_done(disk, req, res);
 }
 
-uint64_t blk_request_zero_bytes(const struct blk_request *req)
+uint64_t blk_request_range_bytes(const struct blk_request *req)
 {
 	uint64_t bytes = 0;
 
-	if (req->type == VIRTIO_BLK_T_WRITE_ZEROES)
+	if (req->type == VIRTIO_BLK_T_WRITE_ZEROES || req->type == VIRTIO_BLK_T_DISCARD)
 		for (unsigned i = 0; i < req->range_count; i++)
 			bytes += req->range[i].len;
 	return bytes;

@@ -128,9 +128,9 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
  * req->used_len), false when it queued more I/O. */
 bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res);
 
-/* The zeros a started WRITE_ZEROES may have to write (its ranges' bytes); 0 for any
- * other request, whose data is its chain. */
-uint64_t blk_request_zero_bytes(const struct blk_request *req);
+/* The bytes a started WRITE_ZEROES or DISCARD covers (its ranges'); 0 for any other
+ * request, whose data is its chain. */
+uint64_t blk_request_range_bytes(const struct blk_request *req);
 
 /* Takes the completion of req's SQE during a reset: the request ends there, without an
  * answer and without more I/O. */

@@ -126,7 +126,8 @@ static enum net_tx_result tx_send(struct virtio_net *net, const struct virtq_cha
 			net->stats.tx_bytes += frame_len;
 			return NET_TX_DONE;
 		}
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		/* A backend no longer watched would never say it has room again. */
+		if ((errno == EAGAIN || errno == EWOULDBLOCK) && !net->backend_failed)
 			return NET_TX_AGAIN;
 		if (errno != EINTR)
 			break;
@@ -152,7 +153,12 @@ static void net_tx_run(struct virtio_net *net)
 	net->tx_waiting = false;
 	for (unsigned taken = 0; !net->broken; taken++) {
 		if (taken == VIRTIO_NET_TX_BUDGET) {
-			net->tx_waiting = true; /* the fd is almost always writable */
+			/* Go on in the next turn: when the fd is writable (it almost always is),
+			 * or, with a backend no longer watched, through the queue. */
+			if (net->backend_failed)
+				vdev_serve_again(&net->dev, NET_TX_QUEUE);
+			else
+				net->tx_waiting = true;
 			break;
 		}
 		int got = virtq_pop(vq, &net->chain);

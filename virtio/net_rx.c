@@ -99,13 +99,19 @@ static void rx_stash_add(struct virtio_net *net, const struct virtq_chain *chain
 
 /* Tops the stash up from the receive queue until it is full. If it then holds fewer
  * than need bytes, with EVENT_IDX the driver has been asked to notify its next buffer
- * (§2.7.10). */
+ * (§2.7.10). At most a ring's worth of chains a call: buffers too small to take are
+ * given straight back, and a driver offering them again as fast as they come back
+ * would otherwise keep the event thread here; the rest waits for the next turn. */
 static void rx_fill(struct virtio_net *net, uint64_t need)
 {
 	struct virtq *vq = net_rxq(net);
 	bool rearmed = false;
 
-	while (!rx_stash_full(net)) {
+	for (unsigned popped = 0; !rx_stash_full(net); popped++) {
+		if (popped == vq->size) {
+			vdev_serve_again(&net->dev, NET_RX_QUEUE);
+			return;
+		}
 		int got = virtq_pop(vq, &net->chain);
 		if (got < 0) {
 			net_break(net, "broken receive chain");
@@ -221,6 +227,12 @@ static void rx_backend_failed(struct virtio_net *net, const char *why)
 		net->backend_failed = true;
 		(void)event_loop_remove(net->loop, net->fd);
 	}
+	/* Transmit waited for the fd, which is no longer watched: it goes on through the
+	 * queue (and drops what the backend refuses). */
+	if (net->tx_waiting) {
+		net->tx_waiting = false;
+		vdev_serve_again(&net->dev, NET_TX_QUEUE);
+	}
 }
 
 /* One read of the backend into iov[0, n): the frame's length; 0 when there is no frame
@@ -234,10 +246,15 @@ static ssize_t rx_read(struct virtio_net *net, const struct iovec *iov, unsigned
 		return got;
 	if (got < 0 && errno == EINTR)
 		return -EINTR;
-	if (got == 0)
+	if (got == 0) {
 		rx_backend_failed(net, "end of file");
-	else if (errno != EAGAIN && errno != EWOULDBLOCK)
+	} else if (errno == EINVAL || errno == EFAULT || errno == EMSGSIZE) {
+		/* That frame could not be given (a TAP refuses to express its offloads, say)
+		 * and is gone; the next may be. */
+		net->stats.rx_dropped++;
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 		rx_backend_failed(net, strerror(errno));
+	}
 	return 0;
 }
 

@@ -176,7 +176,10 @@ static int walk_chain(const struct virtq *q, uint16_t head, struct virtq_chain *
 			/* §2.7.5.3.1: no table inside a table, no NEXT beside INDIRECT. */
 			if (indirect || (d.flags & VRING_DESC_F_NEXT))
 				return -EIO;
-			if (d.len == 0 || d.len % DESC_SIZE || d.len / DESC_SIZE > VIRTQ_MAX_SIZE)
+			/* No longer than a chain may have segments (QEMU's limit too): a table
+			 * of thousands of empty descriptors would cost a pop that many reads. */
+			if (d.len == 0 || d.len % DESC_SIZE ||
+			    d.len / DESC_SIZE > VIRTQ_MAX_SEGMENTS)
 				return -EIO;
 			if (!guest_memory_ptr(q->mem, d.addr, d.len))
 				return -EIO;

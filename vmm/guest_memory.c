@@ -160,10 +160,18 @@ void guest_memory_mark_dirty_host(const struct guest_memory *mem, const void *ho
 		return;
 	/* Each region's host mapping sits at its memory-file offset within base. */
 	uint64_t offset = (uint64_t)(start - mem->base);
-	for (uint64_t page = offset / GUEST_PAGE_SIZE; page <= (offset + len - 1) / GUEST_PAGE_SIZE;
-	     page++)
-		__atomic_fetch_or(&mem->vmm_dirty[page / 64], 1ULL << (page % 64),
-				  __ATOMIC_RELAXED);
+	uint64_t page = offset / GUEST_PAGE_SIZE, last = (offset + len - 1) / GUEST_PAGE_SIZE;
+	/* A word of the bitmap at a time, and no atomic write where its bits are set
+	 * already: the guest names the buffers, gigabytes of them again and again. */
+	while (page <= last) {
+		unsigned bit = page % 64;
+		uint64_t count = last - page + 1 < 64 - bit ? last - page + 1 : 64 - bit;
+		uint64_t mask = (count == 64 ? ~0ULL : (1ULL << count) - 1) << bit;
+		uint64_t *word = &mem->vmm_dirty[page / 64];
+		if ((__atomic_load_n(word, __ATOMIC_RELAXED) & mask) != mask)
+			__atomic_fetch_or(word, mask, __ATOMIC_RELAXED);
+		page += count;
+	}
 }
 
 void guest_memory_mark_dirty(const struct guest_memory *mem, uint64_t guest_addr, uint64_t len)

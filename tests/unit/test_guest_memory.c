@@ -111,6 +111,15 @@ static void monitor_writes_are_recorded_per_page_when_tracking(void **state)
 	memset(bitmap, 0, words * sizeof(uint64_t));
 	guest_memory_collect_dirty(&mem, bitmap);
 	assert_int_equal(bitmap[0], 0);
+	/* A long range marks exactly its pages, across and within bitmap words: 60-199
+	 * and 64-127 (a whole word, marked again), then 300 alone. */
+	guest_memory_mark_dirty(&mem, 60 * GUEST_PAGE_SIZE, 140 * GUEST_PAGE_SIZE);
+	guest_memory_mark_dirty(&mem, 64 * GUEST_PAGE_SIZE, 64 * GUEST_PAGE_SIZE);
+	guest_memory_mark_dirty(&mem, 300 * GUEST_PAGE_SIZE + 5, 1);
+	guest_memory_collect_dirty(&mem, bitmap);
+	for (uint64_t page = 0; page < 512; page++)
+		assert_int_equal((bitmap[page / 64] >> (page % 64)) & 1,
+				 (page >= 60 && page < 200) || page == 300);
 	free(bitmap);
 	guest_memory_destroy(&mem);
 }

@@ -76,6 +76,33 @@ static void data_length_not_a_multiple_of_512_is_ioerr(void **state)
 	assert_image_pattern(f, 0, 2 * SECTOR);
 }
 
+/* A write whose data the device could only write into, a read whose data it could only
+ * read: nothing would move, so it is an error, not an empty success; the image and
+ * the guest's buffer are left alone. */
+static void data_on_the_wrong_side_is_ioerr(void **state)
+{
+	struct fixture *f = *state;
+	uint64_t out_data = galloc(f, SECTOR), in_data = galloc(f, SECTOR);
+	struct req wr = {.status = status_byte(f)}, rd = {.status = status_byte(f)};
+	struct seg out[] = {{header(f, VIRTIO_BLK_T_OUT, 0), 16, false},
+			    {out_data, SECTOR, true},
+			    {wr.status, 1, true}};
+	struct seg in[] = {{header(f, VIRTIO_BLK_T_IN, 0), 16, false},
+			   {in_data, SECTOR, false},
+			   {rd.status, 1, true}};
+
+	memset(guest(f, out_data, SECTOR), 0x5a, SECTOR);
+	memset(guest(f, in_data, SECTOR), 0xa5, SECTOR);
+	wr.head = offer(f, out, 3);
+	rd.head = offer(f, in, 3);
+	kick_and_wait(f, 2);
+	assert_int_equal(status_of(f, wr), VIRTIO_BLK_S_IOERR);
+	assert_int_equal(status_of(f, rd), VIRTIO_BLK_S_IOERR);
+	assert_image_pattern(f, 0, SECTOR);
+	for (int i = 0; i < SECTOR; i++)
+		assert_int_equal(((uint8_t *)guest(f, in_data, SECTOR))[i], 0xa5);
+}
+
 static void header_shorter_than_16_bytes_is_ioerr(void **state)
 {
 	struct fixture *f = *state;
@@ -190,6 +217,7 @@ int main(void)
 	    TEST(sector_past_the_end_is_ioerr),
 	    TEST(sector_near_uint64_max_is_ioerr),
 	    TEST(data_length_not_a_multiple_of_512_is_ioerr),
+	    TEST(data_on_the_wrong_side_is_ioerr),
 	    TEST(header_shorter_than_16_bytes_is_ioerr),
 	    TEST(chain_without_status_byte_is_returned_with_nothing_written),
 	    TEST(unknown_type_is_unsupp),

@@ -1074,6 +1074,26 @@ static void receive_buffers_too_small_for_a_header_are_returned_unused(void **st
 	assert_int_equal(stats(f).rx_bad_buffers, 2);
 }
 
+/* Buffers too small are given straight back, so a driver could offer them again as
+ * fast as they come back: one fill takes at most a ring's worth of chains, then asks to
+ * be served again, and the event thread goes on to the VM's other devices. */
+static void a_fill_takes_at_most_a_ring_of_buffers_too_small(void **state)
+{
+	struct fixture *f = *state;
+	struct virtio_net_hdr_mrg_rxbuf h = plain_header();
+	uint64_t small = galloc(f, 11);
+	struct seg s = {small, 11, true};
+
+	for (int i = 0; i < QSIZE; i++)
+		(void)offer(f, RX, &s, 1);
+	notify(f, RX);
+	peer_send(f, &h, 60, 1);
+	pump(f);
+	assert_int_equal(used(f, RX)->idx, QSIZE);
+	assert_int_equal(stats(f).rx_bad_buffers, QSIZE);
+	assert_int_equal(f->transport.serve_again[RX], 1);
+}
+
 static void runt_frame_is_dropped(void **state)
 {
 	struct fixture *f = *state;
@@ -1527,6 +1547,7 @@ int main(void)
 	    TEST(mergeable_frame_bigger_than_the_buffers_given_waits_for_more),
 	    TEST(mergeable_frame_bigger_than_the_whole_queue_is_dropped),
 	    TEST(receive_buffers_too_small_for_a_header_are_returned_unused),
+	    TEST(a_fill_takes_at_most_a_ring_of_buffers_too_small),
 	    TEST(runt_frame_is_dropped),
 	    TEST(segmented_frame_is_dropped_for_a_driver_without_guest_tso),
 	    TEST(checksum_flags_are_cleared_for_a_driver_without_guest_csum),
