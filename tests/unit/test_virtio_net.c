@@ -600,7 +600,7 @@ static void short_and_oversized_packets_are_dropped_and_the_next_one_is_sent(voi
 static void packets_with_bad_headers_are_dropped_and_the_next_one_is_sent(void **state)
 {
 	struct fixture *f = *state;
-	struct virtio_net_hdr_mrg_rxbuf bad[9];
+	struct virtio_net_hdr_mrg_rxbuf bad[10];
 	struct virtio_net_hdr_mrg_rxbuf good = tso4_header();
 	unsigned n = 0;
 
@@ -615,6 +615,8 @@ static void packets_with_bad_headers_are_dropped_and_the_next_one_is_sent(void *
 	bad[n++].hdr.flags = 0;
 	bad[n] = tso4_header(); /* segmentation with no segment size */
 	bad[n++].hdr.gso_size = 0;
+	bad[n] = tso4_header(); /* segments smaller than any TCP segment (TCP_MIN_MSS 88) */
+	bad[n++].hdr.gso_size = htole16(87);
 	bad[n] = tso4_header(); /* UDP fragmentation: HOST_UFO not offered */
 	bad[n++].hdr.gso_type = VIRTIO_NET_HDR_GSO_UDP;
 	bad[n] = tso4_header();	   /* UDP segmentation: HOST_USO not offered */
