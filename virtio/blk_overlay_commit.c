@@ -3,11 +3,12 @@
  * VM's disks at once or for none of them. So a restore that fails at its last step
  * still leaves every overlay file as it was.
  *
- * renameat2(RENAME_EXCHANGE) swaps the two names in one step: until every disk's swap
- * and its directory's sync succeeded, each swap can be undone by swapping back; after,
- * the old files, now under the temporary names, are removed. The file systems overlays
- * need (they must report holes) support it: ext4, xfs, btrfs and tmpfs. Where one does
- * not, a plain rename replaces the old file, and that disk's step cannot be undone. */
+ * Each disk's two names are swapped, the new file to the overlay's name and the old one
+ * to the temporary name; until every disk's swap and its directory's sync succeeded,
+ * a swap is undone by swapping again; after, the old files go. renameat2's
+ * RENAME_EXCHANGE swaps in one step on ext4, xfs, btrfs and tmpfs; where a file system
+ * lacks it (NFS, older ZFS), the old file is first given a third name with link(), so
+ * that it is never without one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -51,25 +52,49 @@ static int commit_prepare(struct blk_overlay *ov)
 	return 0;
 }
 
-/* Swaps the names of the new file and the file it replaces; *undoable says whether a
- * second swap can bring the old one back. */
-static int commit_swap(struct blk_overlay *ov, bool *undoable)
+/* Without RENAME_EXCHANGE: old (at to) is linked to spare, new (at from) renamed over
+ * to, and spare renamed to from. Each step leaves both files with a name. */
+static int swap_through_a_link(const char *from, const char *to)
 {
-	*undoable = true;
+	char spare[sizeof(((struct output_file *)0)->temp) + 8];
+
+	if ((size_t)snprintf(spare, sizeof(spare), "%s.old", from) >= sizeof(spare))
+		return -ENAMETOOLONG;
+	if (link(to, spare) != 0)
+		return -errno;
+	if (rename(from, to) != 0) {
+		int err = -errno;
+		unlink(spare);
+		return err;
+	}
+	return rename(spare, from) == 0 ? 0 : -errno;
+}
+
+/* Swaps the names of the new file (the temporary name) and the file it replaces (the
+ * overlay's); the same call swaps them back. */
+static int commit_swap(struct blk_overlay *ov)
+{
 	if (renameat2(AT_FDCWD, ov->restored.temp, AT_FDCWD, ov->target, RENAME_EXCHANGE) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
 		return commit_error(ov, "rename");
-	*undoable = false;
-	if (rename(ov->restored.temp, ov->target) == 0)
-		return 0;
-	return commit_error(ov, "rename");
+	int err = swap_through_a_link(ov->restored.temp, ov->target);
+	if (err) {
+		errno = -err;
+		return commit_error(ov, "rename");
+	}
+	return 0;
 }
 
+/* A swap that cannot be undone leaves the old file under the temporary name: it is kept
+ * there (not removed with the temporary file) and said where. */
 static void commit_undo(struct blk_overlay *ov)
 {
-	if (renameat2(AT_FDCWD, ov->restored.temp, AT_FDCWD, ov->target, RENAME_EXCHANGE) != 0)
-		(void)commit_error(ov, "renaming the old overlay back");
+	if (commit_swap(ov) == 0)
+		return;
+	log_error(&ov->log, "disk %s: the overlay as it was is kept as %s", ov->path,
+		  ov->restored.temp);
+	ov->restored.temp[0] = '\0';
 }
 
 /* The renames reach the disk with the directory. */
@@ -87,11 +112,11 @@ static int commit_sync_directory(struct blk_overlay *ov)
 	return err;
 }
 
-/* The old file, under the temporary name since the swap, goes (unless a plain rename
- * replaced it already), and with its lock the overlay is the disk's own. */
-static void commit_finish(struct blk_overlay *ov, bool swapped)
+/* The old file, under the temporary name since the swap, goes, and with its lock the
+ * overlay is the disk's own. */
+static void commit_finish(struct blk_overlay *ov)
 {
-	if (swapped && unlink(ov->restored.temp) != 0)
+	if (unlink(ov->restored.temp) != 0)
 		(void)commit_error(ov, "removing the old overlay");
 	close(ov->restored.fd);
 	ov->restored.fd = -1;
@@ -103,15 +128,14 @@ static void commit_finish(struct blk_overlay *ov, bool swapped)
 
 int blk_overlay_commit(struct blk_overlay *const *overlays, unsigned count)
 {
-	bool *undoable = calloc(count ? count : 1, sizeof(*undoable));
 	unsigned swapped = 0;
-	int err = undoable ? 0 : -ENOMEM;
+	int err = 0;
 
 	for (unsigned i = 0; i < count && !err; i++)
 		err = commit_pending(overlays[i]) ? commit_prepare(overlays[i]) : 0;
 	while (!err && swapped < count) {
 		struct blk_overlay *ov = overlays[swapped];
-		err = commit_pending(ov) ? commit_swap(ov, &undoable[swapped]) : 0;
+		err = commit_pending(ov) ? commit_swap(ov) : 0;
 		if (!err)
 			swapped++;
 	}
@@ -121,10 +145,9 @@ int blk_overlay_commit(struct blk_overlay *const *overlays, unsigned count)
 		if (!commit_pending(overlays[i]))
 			continue;
 		if (!err)
-			commit_finish(overlays[i], undoable[i]);
-		else if (undoable[i])
+			commit_finish(overlays[i]);
+		else
 			commit_undo(overlays[i]);
 	}
-	free(undoable);
 	return err;
 }

@@ -46,7 +46,7 @@ static void net_update_watch(struct virtio_net *net)
 
 enum net_tx_result { NET_TX_DONE, NET_TX_AGAIN };
 
-#define NET_MIN_GSO_SIZE 88
+#define NET_MIN_GSO_SIZE 8
 
 /* The driver's rules for a header it sends (§5.1.6.2.1), on the device's own copy.
  * Flags other than NEEDS_CSUM are cleared: the device ignores those it does not know
@@ -83,8 +83,9 @@ static bool tx_header_valid(const struct virtio_net *net, struct virtio_net_hdr 
 	}
 	if (ecn && !net_has(net, VIRTIO_NET_F_HOST_ECN))
 		return false;
-	/* No TCP segment is smaller than Linux's TCP_MIN_MSS (88): a tiny gso_size would
-	 * only make the host cut a 64 KiB frame into tens of thousands of packets. */
+	/* Linux's own floor (TCP_MIN_GSO_SIZE): a guest's send MSS can go well below
+	 * TCP_MIN_MSS (down to 36 with a peer that asks for tiny segments), but a size of
+	 * one would make the host cut a 64 KiB frame into 64 Ki packets. */
 	return needs_csum && le16toh(hdr->gso_size) >= NET_MIN_GSO_SIZE;
 }
 

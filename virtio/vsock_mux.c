@@ -311,8 +311,11 @@ static void on_listener(struct vsock_mux *mux)
 		if (fd == -EAGAIN)
 			return;
 		if (fd == -EMFILE || fd == -ENFILE) {
-			log_warn(mux->log, "%s: out of file descriptors; new clients wait",
-				 mux->name);
+			/* Once a shortage, not at every retry. */
+			if (!mux->fds_short)
+				log_warn(mux->log, "%s: out of file descriptors; new clients wait",
+					 mux->name);
+			mux->fds_short = true;
 			if (watch(mux, EPOLL_CTL_MOD, mux->listen_fd, 0, &mux->listen_fd) == 0) {
 				mux->listen_paused = true;
 				timer_arm(mux, now_ns() + LISTEN_RETRY_NS);
@@ -321,6 +324,7 @@ static void on_listener(struct vsock_mux *mux)
 		}
 		if (fd < 0)
 			return; /* the client left meanwhile (ECONNABORTED) */
+		mux->fds_short = false;
 		struct vsock_conn *conn =
 		    mux->conn_count < VSOCK_MAX_CONNECTIONS ? vsock_conn_new(fd) : NULL;
 		if (!conn || conn_add(mux, conn) != 0) {

@@ -59,6 +59,7 @@ struct vsock_mux {
 	int epoll_fd;
 	int timer_fd;
 	bool listen_paused; /* out of fds: accept again once a connection closes */
+	bool fds_short;	    /* said so already, until an accept succeeds */
 	bool clients_held;  /* new host clients wait in the backlog (vsock_mux_hold_clients) */
 	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
 

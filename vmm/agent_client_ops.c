@@ -569,6 +569,16 @@ static int upload_check_error(struct mote_agent *a, uint32_t id)
 	return ret;
 }
 
+/* A transfer past its end (transfer_timeout_ms) fails, however steadily the agent
+ * answers: waits only time out when nothing comes. */
+static int transfer_check_time(struct mote_agent *a, const char *what, const char *guest_path)
+{
+	if (a->transfer_end < 0 || agent_now_ms() < a->transfer_end)
+		return 0;
+	return agent_fail(a, -ETIMEDOUT, "%s %s: not done within %d s", what, guest_path,
+			  a->transfer_timeout_ms / 1000);
+}
+
 int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, uint32_t mode)
 {
 	struct mote_agent *a = agent;
@@ -587,7 +597,7 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 		ret = take_ok(a, &f, NULL, NULL);
 	if (ret)
 		return ret;
-	while (!ret) {
+	while (!ret && !(ret = transfer_check_time(a, "upload", guest_path))) {
 		uint8_t *p = agent_out_tail(a, AGENT_HEADER_SIZE + AGENT_CHUNK_MAX);
 		if (!p) {
 			ret = agent_flush_wait(a, agent_transfer_deadline(a));
@@ -675,7 +685,7 @@ int mote_agent_download(struct mote_agent *agent, const char *guest_path, int fd
 		ret = take_ok(a, &f, &announced, mode);
 	if (!ret && a->max_download_bytes && announced > a->max_download_bytes)
 		return download_too_big(a, guest_path, id, announced);
-	while (!ret) {
+	while (!ret && !(ret = transfer_check_time(a, "download", guest_path))) {
 		ret = agent_wait_answer(a, id, &f, agent_transfer_deadline(a));
 		if (ret)
 			break;

@@ -932,6 +932,35 @@ static void a_download_cannot_be_kept_alive_for_ever(void **state)
 	assert_int_equal(mote_agent_download(f->agent, "/x", fd, NULL), -ETIMEDOUT);
 	assert_true(now_ms() - start < 10000); /* not the 30 s I/O timeout */
 	close(fd);
+	mote_agent_close(f->agent);
+	f->agent = NULL;
+	kill(f->fake.pid, SIGKILL);
+	waitpid(f->fake.pid, NULL, 0);
+	unlink(f->path);
+
+	/* A stream without pause (100,000 frames of a byte, each a write here): it ends
+	 * at the deadline, not when the data does. */
+	static uint8_t stream[2u << 20];
+	const uint32_t big[] = {0, 1, 0644}; /* 4 GiB announced */
+	len = hello_frame(stream, sizeof(stream), AGENT_PROTOCOL_VERSION);
+	append_frame(stream, sizeof(stream), &len, AGENT_OK, 1, big, 3);
+	for (int i = 0; i < 100000; i++) {
+		assert_true(len + AGENT_HEADER_SIZE + 1 <= sizeof(stream));
+		agent_header_encode(
+		    stream + len, &(struct agent_header){.length = 1, .type = AGENT_DATA, .id = 1});
+		stream[len + AGENT_HEADER_SIZE] = 'z';
+		len += AGENT_HEADER_SIZE + 1;
+	}
+	f->fake.raw = stream;
+	f->fake.raw_len = len;
+	f->options.transfer_timeout_ms = 20;
+	connect_to_agent(f);
+	fd = open(back, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_int_equal(mote_agent_download(f->agent, "/x", fd, NULL), -ETIMEDOUT);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(st.st_size > 0 && st.st_size < 100000);
+	close(fd);
 }
 
 /* A command that ignores SIGTERM cannot keep the client: after stop_grace_ms the

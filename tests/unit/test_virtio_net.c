@@ -615,8 +615,8 @@ static void packets_with_bad_headers_are_dropped_and_the_next_one_is_sent(void *
 	bad[n++].hdr.flags = 0;
 	bad[n] = tso4_header(); /* segmentation with no segment size */
 	bad[n++].hdr.gso_size = 0;
-	bad[n] = tso4_header(); /* segments smaller than any TCP segment (TCP_MIN_MSS 88) */
-	bad[n++].hdr.gso_size = htole16(87);
+	bad[n] = tso4_header(); /* segments under Linux's floor (TCP_MIN_GSO_SIZE, 8) */
+	bad[n++].hdr.gso_size = htole16(7);
 	bad[n] = tso4_header(); /* UDP fragmentation: HOST_UFO not offered */
 	bad[n++].hdr.gso_type = VIRTIO_NET_HDR_GSO_UDP;
 	bad[n] = tso4_header();	   /* UDP segmentation: HOST_USO not offered */
