@@ -141,10 +141,13 @@ static void blk_start(struct virtio_blk *blk, const struct virtq_chain *chain)
 static void blk_take_chains(struct virtio_blk *blk)
 {
 	struct virtq *vq = blk_queue(blk);
+	const struct blk_overlay *overlay = blk->disk.overlay;
+	uint64_t copy_ups = overlay ? overlay->copy_ups : 0;
 	bool rearmed = false;
 
 	for (unsigned taken = 0; !blk->broken; taken++) {
-		if (taken == VIRTIO_BLK_TAKE_BUDGET) {
+		if (taken == VIRTIO_BLK_TAKE_BUDGET ||
+		    (overlay && overlay->copy_ups - copy_ups >= VIRTIO_BLK_COPY_UP_BUDGET)) {
 			vdev_serve_again(&blk->dev, 0);
 			return;
 		}

@@ -25,6 +25,10 @@
 
 /* Chains one turn of the event thread starts before the queue waits for its next turn. */
 #define VIRTIO_BLK_TAKE_BUDGET 64
+/* On an overlay disk, blocks copied up from the image (synchronously, blk_overlay.h) in
+ * one turn, after which the queue waits for its next turn too: a slow image then slows
+ * the VM's other devices by this many reads and writes at most. */
+#define VIRTIO_BLK_COPY_UP_BUDGET 16
 /* The data of one IN or OUT request at most: seg_max segments of size_max bytes, as the
  * config space advertises. A longer one fails with VIRTIO_BLK_S_IOERR. */
 #define VIRTIO_BLK_REQUEST_MAX_BYTES (254ull * 64 * 1024)

@@ -466,6 +466,7 @@ static int overlay_copy_up(struct blk_overlay *ov, uint64_t cluster)
 		done += (size_t)n;
 	}
 	blk_overlay_set_bits(ov->present, cluster, 1);
+	ov->copy_ups++;
 	return 0;
 }
 

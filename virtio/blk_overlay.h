@@ -52,7 +52,8 @@ struct blk_overlay {
 	uint64_t clusters; /* size rounded up to clusters: the overlay's and layers' size */
 	uint64_t *present; /* cluster bitmaps */
 	uint64_t *since;
-	uint8_t *bounce; /* one cluster, for copy-ups */
+	uint8_t *bounce;   /* one cluster, for copy-ups */
+	uint64_t copy_ups; /* clusters copied up so far */
 	char *base_path;
 	char *path;
 	struct mote_log log;
@@ -84,6 +85,11 @@ int blk_overlay_open(const struct blk_overlay_options *options, const struct mot
  * (logged) after which every file named as an overlay is as it was and the overlays can
  * still be committed or closed. */
 int blk_overlay_commit(struct blk_overlay *const *overlays, unsigned count);
+
+/* The commit's swap of two names where RENAME_EXCHANGE is missing: to's file is linked
+ * to "<from>.old", from's renamed over to, and "<from>.old" renamed to from, so that
+ * each file always has a name. 0 or a negative errno. */
+int blk_overlay_swap_through_a_link(const char *from, const char *to);
 
 /* Where the overlay's file is now: its temporary name while a restore is not committed. */
 const char *blk_overlay_file_path(const struct blk_overlay *overlay);

@@ -52,9 +52,7 @@ static int commit_prepare(struct blk_overlay *ov)
 	return 0;
 }
 
-/* Without RENAME_EXCHANGE: old (at to) is linked to spare, new (at from) renamed over
- * to, and spare renamed to from. Each step leaves both files with a name. */
-static int swap_through_a_link(const char *from, const char *to)
+int blk_overlay_swap_through_a_link(const char *from, const char *to)
 {
 	char spare[sizeof(((struct output_file *)0)->temp) + 8];
 
@@ -78,7 +76,7 @@ static int commit_swap(struct blk_overlay *ov)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
 		return commit_error(ov, "rename");
-	int err = swap_through_a_link(ov->restored.temp, ov->target);
+	int err = blk_overlay_swap_through_a_link(ov->restored.temp, ov->target);
 	if (err) {
 		errno = -err;
 		return commit_error(ov, "rename");

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "blk_driver.h"
+#include "virtio/blk_overlay.h"
 
 #define CLUSTER 4096
 #define SECTORS_PER_CLUSTER (CLUSTER / SECTOR)
@@ -353,6 +354,30 @@ static void a_read_in_scattered_segments_splits_between_overlay_and_image(void *
 	assert_memory_equal(guest(f, data, 5 * CLUSTER), w->model, 5 * CLUSTER);
 }
 
+/* Partial writes to blocks not yet copied up: each copies its block from the image on
+ * the device thread, so one turn copies at most the budget's worth and asks to be served
+ * again; the rest follow in later turns and every write lands. */
+static void a_turn_copies_up_at_most_its_budget(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	const int writes = VIRTIO_BLK_COPY_UP_BUDGET + 8;
+	struct req r[VIRTIO_BLK_COPY_UP_BUDGET + 8];
+
+	reset_queue(f);
+	for (int i = 0; i < writes; i++) {
+		r[i] = write_request(f, (uint64_t)(40 + i) * SECTORS_PER_CLUSTER + 1,
+				     (uint8_t)(0x60 + i), SECTOR);
+		memset(w->model + (uint64_t)(40 + i) * CLUSTER + SECTOR, 0x60 + i, SECTOR);
+	}
+	notify_dev(f->dev);
+	assert_int_equal(f->transport.serve_again[BLK_QUEUE], 1);
+	wait_used(f, (uint16_t)writes);
+	for (int i = 0; i < writes; i++)
+		assert_int_equal(status_of(f, r[i]), VIRTIO_BLK_S_OK);
+	assert_disk_is_model(w);
+}
+
 static void two_partial_writes_to_one_cluster_in_flight_together_both_land(void **state)
 {
 	struct world *w = *state;
@@ -603,6 +628,34 @@ static void the_overlays_of_several_disks_are_committed_all_or_none(void **state
 	detach(f);
 	dir_listing(w, listing, sizeof(listing));
 	assert_string_equal(listing, "l1 overlay second ");
+}
+
+/* Where a file system cannot exchange two names, the commit swaps them through a third
+ * (link): swapping twice gives each name its file back, and no third name is left. */
+static void names_swap_through_a_link_and_back(void **state)
+{
+	struct world *w = *state;
+	const char *a = in_dir(w, "a"), *b = in_dir(w, "b");
+	char listing[256];
+
+	int fd = open(a, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0 && write(fd, "new", 3) == 3);
+	close(fd);
+	fd = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0 && write(fd, "old!", 4) == 4);
+	close(fd);
+	assert_int_equal(blk_overlay_swap_through_a_link(a, b), 0);
+	assert_int_equal(file_size(a), 4);
+	assert_int_equal(file_size(b), 3);
+	assert_int_equal(blk_overlay_swap_through_a_link(a, b), 0);
+	assert_int_equal(file_size(a), 3);
+	assert_int_equal(file_size(b), 4);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "a b overlay ");
+	/* A missing name: nothing moves, nothing is left. */
+	assert_int_equal(blk_overlay_swap_through_a_link(a, in_dir(w, "gone")), -ENOENT);
+	dir_listing(w, listing, sizeof(listing));
+	assert_string_equal(listing, "a b overlay ");
 }
 
 /* A restore through a link replaces the file the link names, and keeps the link; a boot
@@ -915,6 +968,7 @@ int main(void)
 	    TEST(a_partial_cluster_write_keeps_the_rest_of_the_cluster_from_the_image),
 	    TEST(a_read_in_scattered_segments_splits_between_overlay_and_image),
 	    TEST(two_partial_writes_to_one_cluster_in_flight_together_both_land),
+	    TEST(a_turn_copies_up_at_most_its_budget),
 	    TEST(flush_succeeds_and_the_written_data_is_in_the_overlay_file),
 	    TEST(write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing),
 	    TEST(a_freeze_writes_exactly_the_clusters_written_since_the_last_one),
@@ -925,6 +979,7 @@ int main(void)
 	    TEST(a_restored_direct_disk_writes_into_the_overlay_it_committed),
 	    TEST(the_overlays_of_several_disks_are_committed_all_or_none),
 	    TEST(an_overlay_named_through_a_link_is_replaced_where_the_link_points),
+	    TEST(names_swap_through_a_link_and_back),
 	    TEST(after_a_restore_the_next_freeze_holds_only_new_writes),
 	    TEST(a_reopened_overlay_rebuilds_what_it_holds),
 	    TEST(a_failed_freeze_changes_nothing_and_the_disk_goes_on),
