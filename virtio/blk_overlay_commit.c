@@ -11,9 +11,7 @@
  * that it is never without one. */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,16 +96,13 @@ static void commit_undo(struct blk_overlay *ov)
 /* The renames reach the disk with the directory. */
 static int commit_sync_directory(struct blk_overlay *ov)
 {
-	char *copy = strdup(ov->target);
+	int err = output_file_sync_directory(ov->target);
 
-	if (!copy)
-		return -ENOMEM;
-	int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int err = fd >= 0 && fsync(fd) == 0 ? 0 : commit_error(ov, "syncing its directory");
-	if (fd >= 0)
-		close(fd);
-	free(copy);
-	return err;
+	if (err) {
+		errno = -err;
+		return commit_error(ov, "syncing its directory");
+	}
+	return 0;
 }
 
 /* The old file, under the temporary name since the swap, goes, and with its lock the

@@ -43,7 +43,7 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
 
 /* The rename reaches the disk with the directory: without this, a crash could bring
  * back the old file after its replacement's inputs were deleted. */
-static int output_file_sync_directory(const char *path)
+int output_file_sync_directory(const char *path)
 {
 	char *copy = strdup(path);
 

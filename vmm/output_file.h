@@ -21,6 +21,10 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
  * before the rename, the temporary file is left for output_file_abandon. */
 int output_file_commit(struct output_file *out, const struct mote_log *log);
 
+/* Makes a rename in path's directory durable (fsync of the directory). 0, or a negative
+ * errno (the directory could not be opened or synced), without a message. */
+int output_file_sync_directory(const char *path);
+
 /* Closes and removes what was not committed; a no-op after a commit. */
 void output_file_abandon(struct output_file *out);
 
