@@ -104,7 +104,7 @@ static void blk_serve_waiting_chain(struct virtio_blk *blk)
 
 static void blk_break(struct virtio_blk *blk, const char *what)
 {
-	log_warn(&blk->log, "%s: %s; the device needs a reset", blk->name, what);
+	vdev_complain(&blk->dev, &blk->log, "%s: %s; the device needs a reset", blk->name, what);
 	blk->broken = true;
 	vdev_needs_reset(&blk->dev);
 }
@@ -290,6 +290,12 @@ static void blk_queue_notify(struct vdev *dev, uint16_t q)
 		vdev_notify_used(dev, 0, old_used_idx);
 }
 
+/* Waits for the requests in flight, on the vCPU that wrote the status, rather than
+ * dropping them to complete later: a read landing after the reset would write into
+ * buffers the driver has taken back, and Linux's virtio-mmio driver (vm_reset, 6.1)
+ * writes 0 to the status and goes on without reading it back, so the reset must be
+ * done when that write returns (§2.4.1: the device MUST NOT touch the rings after a
+ * reset). The wait is bounded by VIRTIO_BLK_BUSY_BYTES_MAX of I/O, and a flush. */
 static void blk_reset(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;

@@ -27,8 +27,10 @@ static void mmio_needs_reset(struct virtio_mmio *mmio, const char *why)
 {
 	if (!mmio->complained) {
 		mmio->complained = true;
-		log_warn(mmio->log, "%s: %s; the device needs a reset", mmio->dev->name, why);
+		vdev_complain(mmio->dev, mmio->log, "%s: %s; the device needs a reset",
+			      mmio->dev->name, why);
 	}
+	mmio->dev->needs_reset = true;
 	if (mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)
 		return;
 	mmio->status |= VIRTIO_STATUS_DEVICE_NEEDS_RESET;
@@ -88,6 +90,7 @@ void virtio_mmio_reset(struct virtio_mmio *mmio)
 	for (unsigned q = 0; q < dev->queue_count; q++)
 		virtq_reset(&dev->queues[q]);
 	dev->activated = false;
+	dev->needs_reset = false;
 	dev->driver_features = 0;
 	mmio->status = 0;
 	mmio->device_features_sel = 0;
@@ -347,8 +350,7 @@ void virtio_mmio_notify_handler(void *opaque)
 		/* EAGAIN: another wakeup consumed it; the queue is served below anyway. */
 	}
 	pthread_mutex_lock(&dev->lock);
-	if (dev->activated && !(mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET) &&
-	    dev->queues[notifier->queue].ready)
+	if (vdev_running(dev) && dev->queues[notifier->queue].ready)
 		dev->ops->queue_notify(dev, notifier->queue);
 	pthread_mutex_unlock(&dev->lock);
 }

@@ -77,7 +77,7 @@ struct virtio_mmio {
 	int irq_fd; /* written to raise the interrupt (KVM_IRQFD) */
 	struct virtio_mmio_notifier notifiers[VDEV_MAX_QUEUES];
 	const struct mote_log *log;
-	bool complained; /* one message per device for a misbehaving driver */
+	bool complained; /* one message per reset for a misbehaving driver (vdev_complain) */
 
 	/* Register state; a snapshot saves it as is. Guarded by dev->lock. */
 	uint32_t status;

@@ -174,6 +174,7 @@ static int mmio_apply(struct virtio_mmio *mmio, const struct mmio_saved *s, stru
 					    "out of range");
 	}
 	mmio->status = s->status;
+	mmio->dev->needs_reset = s->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET;
 	mmio->device_features_sel = s->device_features_sel;
 	mmio->driver_features_sel = s->driver_features_sel;
 	mmio->queue_sel = s->queue_sel;
@@ -237,7 +238,7 @@ void virtio_mmio_restored(struct virtio_mmio *mmio)
 	pthread_mutex_lock(&dev->lock);
 	if (dev->ops->restored)
 		dev->ops->restored(dev);
-	if (dev->activated && !(mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)) {
+	if (vdev_running(dev)) {
 		for (unsigned q = 0; q < dev->queue_count; q++)
 			if (dev->queues[q].ready)
 				virtio_mmio_eventfd_signal(mmio->notifiers[q].fd);

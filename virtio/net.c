@@ -22,7 +22,7 @@
 
 void net_break(struct virtio_net *net, const char *what)
 {
-	log_warn(&net->log, "%s: %s; the device needs a reset", net->name, what);
+	vdev_complain(&net->dev, &net->log, "%s: %s; the device needs a reset", net->name, what);
 	net->broken = true;
 	vdev_needs_reset(&net->dev);
 }
@@ -138,8 +138,8 @@ static enum net_tx_result tx_send(struct virtio_net *net, const struct virtq_cha
 			break;
 	}
 	if (!net->tx_error_logged)
-		log_warn(&net->log, "%s: the backend refused a frame: %s", net->name,
-			 strerror(errno));
+		vdev_complain(&net->dev, &net->log, "%s: the backend refused a frame: %s",
+			      net->name, strerror(errno));
 	net->tx_error_logged = true;
 	net->stats.tx_errors++;
 	return NET_TX_DONE;

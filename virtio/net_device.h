@@ -90,7 +90,7 @@ static inline bool net_has(const struct virtio_net *net, unsigned feature)
 
 static inline bool net_live(const struct virtio_net *net)
 {
-	return net->dev.activated && !net->broken;
+	return vdev_running(&net->dev) && !net->broken;
 }
 
 /* The driver broke a queue: the device takes nothing more until a reset (§2.1.2). */

@@ -1,7 +1,12 @@
 /* The device side of the device/transport seam (vdev.h). */
 #include "vdev.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "../vmm/snapshot_stream.h"
+
+#define VDEV_COMPLAINT_TEXT 512
 
 void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx)
 {
@@ -11,8 +16,28 @@ void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx)
 		dev->transport_ops->signal_used(dev->transport, q);
 }
 
+void vdev_complain(struct vdev *dev, const struct mote_log *log, const char *fmt, ...)
+{
+	char message[VDEV_COMPLAINT_TEXT];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	if (dev->complaints >= VDEV_COMPLAINTS_MAX) {
+		log_debug(log, "%s", message);
+		return;
+	}
+	dev->complaints++;
+	log_warn(log, "%s%s", message,
+		 dev->complaints == VDEV_COMPLAINTS_MAX
+		     ? " (further warnings about this driver are logged at debug level)"
+		     : "");
+}
+
 void vdev_needs_reset(struct vdev *dev)
 {
+	dev->needs_reset = true;
 	if (dev->transport_ops)
 		dev->transport_ops->needs_reset(dev->transport);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "../vmm/guest_memory.h"
+#include "../vmm/log.h"
 #include "virtqueue.h"
 
 /* Device status bits (virtio 1.2 §2.1). */
@@ -34,6 +35,10 @@
 #define VIRTIO_ID_VSOCK 19
 
 #define VDEV_MAX_QUEUES 8
+/* Warnings about its driver a device logs in a VM's life, resets included: a guest that
+ * breaks a rule, resets the device and breaks it again in a loop must not flood the
+ * host's log. Later ones go out at debug level. */
+#define VDEV_COMPLAINTS_MAX 8
 
 struct vdev;
 struct snap_reader;
@@ -112,6 +117,13 @@ struct vdev {
 	/* Negotiation results and queues, written by the transport. */
 	uint64_t driver_features;
 	bool activated;
+	/* DEVICE_NEEDS_RESET is set, by the device (vdev_needs_reset) or by the transport
+	 * for a driver that broke one of its rules: the device takes nothing more from its
+	 * queues until the driver resets it (§2.1.2). Work that comes from the backend (a
+	 * frame on the TAP, a host connection's bytes) must check it, since no queue
+	 * notification gates it. */
+	bool needs_reset;
+	unsigned complaints; /* warnings logged about the driver (vdev_complain) */
 	struct virtq queues[VDEV_MAX_QUEUES];
 
 	pthread_mutex_t lock;
@@ -127,6 +139,19 @@ void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx);
 
 /* The driver broke the protocol: the device stops and waits for a reset (§2.1.2). */
 void vdev_needs_reset(struct vdev *dev);
+
+/* Logs a warning about the driver's behaviour through log, as a warning for the first
+ * VDEV_COMPLAINTS_MAX of the device's life (the last one says that later ones are not),
+ * then at debug level. */
+void vdev_complain(struct vdev *dev, const struct mote_log *log, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether the device may use its queues: the driver started it (DRIVER_OK) and it does
+ * not wait for a reset. */
+static inline bool vdev_running(const struct vdev *dev)
+{
+	return dev->activated && !dev->needs_reset;
+}
 
 /* A device's "broken" flag from a state file, loaded with the device status status: a
  * device breaks only once started, and breaking sets DEVICE_NEEDS_RESET, which only a

@@ -43,7 +43,7 @@ static struct virtq *queue(struct virtio_vsock *vs, uint16_t q)
 
 static void vsock_break(struct virtio_vsock *vs, const char *what)
 {
-	log_warn(&vs->log, "%s: %s; the device needs a reset", vs->name, what);
+	vdev_complain(&vs->dev, &vs->log, "%s: %s; the device needs a reset", vs->name, what);
 	vs->broken = true;
 	vdev_needs_reset(&vs->dev);
 }
@@ -111,8 +111,9 @@ static bool rx_buffer_usable(struct virtio_vsock *vs)
 	if (vs->chain.readable_count == 0 && vs->chain.writable_len >= VSOCK_HDR_SIZE)
 		return true;
 	if (!vs->complained)
-		log_warn(&vs->log, "%s: an rx buffer of %llu writable bytes is dropped", vs->name,
-			 (unsigned long long)vs->chain.writable_len);
+		vdev_complain(&vs->dev, &vs->log,
+			      "%s: an rx buffer of %llu writable bytes is dropped", vs->name,
+			      (unsigned long long)vs->chain.writable_len);
 	vs->complained = true;
 	return false;
 }
@@ -170,7 +171,7 @@ static void deliver_event(struct virtio_vsock *vs)
 	uint16_t old_used_idx = queue(vs, EVENT_QUEUE)->used_idx;
 	struct virtio_vsock_event event = {.id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET)};
 
-	while (vs->event_pending && !vs->broken && vs->dev.activated) {
+	while (vs->event_pending && !vs->broken && vdev_running(&vs->dev)) {
 		if (pop(vs, EVENT_QUEUE) <= 0)
 			break;
 		if (virtq_chain_write(&vs->chain, 0, &event, sizeof(event)) != 0) {
@@ -195,7 +196,7 @@ static void vsock_on_host_event(void *opaque)
 
 	pthread_mutex_lock(&vs->dev.lock);
 	vsock_mux_host_events(&vs->mux);
-	if (vs->dev.activated)
+	if (vdev_running(&vs->dev))
 		run_queues(vs, false);
 	pthread_mutex_unlock(&vs->dev.lock);
 }
@@ -321,7 +322,7 @@ static void vsock_restored(struct vdev *dev)
 {
 	struct virtio_vsock *vs = dev->impl;
 
-	if (dev->activated && !vs->broken)
+	if (vdev_running(dev) && !vs->broken)
 		vsock_reset_transport(vs);
 }
 

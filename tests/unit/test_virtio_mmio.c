@@ -35,7 +35,18 @@ struct fixture {
 	struct guest_memory mem;
 	struct fake_device fake;
 	struct virtio_mmio mmio;
+	struct mote_log log;
+	int logged[MOTE_LOG_DEBUG + 1]; /* messages, by level */
 };
+
+static void count_message(void *opaque, enum mote_log_level level, const char *message)
+{
+	struct fixture *f = opaque;
+
+	(void)message;
+	if ((unsigned)level <= MOTE_LOG_DEBUG)
+		f->logged[level]++;
+}
 
 static uint64_t fake_features(struct vdev *dev)
 {
@@ -103,7 +114,8 @@ static int setup(void **state)
 	pthread_mutex_init(&f->fake.dev.lock, NULL);
 	for (unsigned i = 0; i < sizeof(f->fake.config); i++)
 		f->fake.config[i] = (uint8_t)(0xa0 + i);
-	if (virtio_mmio_init(&f->mmio, &f->fake.dev, 0xd0000000, 5, NULL) != 0)
+	f->log = (struct mote_log){.fn = count_message, .opaque = f};
+	if (virtio_mmio_init(&f->mmio, &f->fake.dev, 0xd0000000, 5, &f->log) != 0)
 		return -1;
 	*state = f;
 	return 0;
@@ -326,12 +338,15 @@ static void disabling_a_queue_of_a_running_device_needs_reset(void **state)
 	assert_true(q->ready);
 	assert_int_equal(q->last_avail_idx, 5);
 	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	/* The device hears of it: its backend stops filling the queues too. */
+	assert_false(vdev_running(&f->fake.dev));
 
 	wr(f, VIRTIO_MMIO_STATUS, 0);
 	assert_false(q->ready);
 	bring_up(f);
 	assert_true(q->ready);
 	assert_false(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_true(vdev_running(&f->fake.dev));
 }
 
 static void an_absent_queue_reads_as_size_zero_and_ignores_writes(void **state)
@@ -387,6 +402,24 @@ static void clearing_a_status_bit_needs_reset(void **state)
 	wr(f, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE);
 	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
 	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DRIVER_OK);
+}
+
+/* A driver that breaks a rule, resets the device and breaks it again, in a loop, gets
+ * VDEV_COMPLAINTS_MAX warnings in the VM's life; the rest go to debug level. */
+static void warnings_about_a_driver_are_bounded_across_resets(void **state)
+{
+	struct fixture *f = *state;
+	const int rounds = 100;
+
+	for (int i = 0; i < rounds; i++) {
+		wr(f, VIRTIO_MMIO_STATUS, 0);
+		wr(f, VIRTIO_MMIO_STATUS, VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER);
+		wr(f, VIRTIO_MMIO_STATUS,
+		   VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK);
+		assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	}
+	assert_int_equal(f->logged[MOTE_LOG_WARN], VDEV_COMPLAINTS_MAX);
+	assert_int_equal(f->logged[MOTE_LOG_DEBUG], rounds - VDEV_COMPLAINTS_MAX);
 }
 
 static void writing_status_zero_resets_everything(void **state)
@@ -553,6 +586,7 @@ int main(void)
 	    TEST(driver_ok_without_features_ok_needs_reset),
 	    TEST(a_device_that_cannot_start_needs_reset),
 	    TEST(clearing_a_status_bit_needs_reset),
+	    TEST(warnings_about_a_driver_are_bounded_across_resets),
 	    TEST(writing_status_zero_resets_everything),
 	    TEST(notifications_reach_the_device_only_once_it_runs),
 	    TEST(a_queue_notify_exit_goes_to_that_queues_eventfd),

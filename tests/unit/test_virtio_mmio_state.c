@@ -366,6 +366,28 @@ static void started_device_the_driver_gave_up_on_loads_as_it_was(void **state)
 	assert_true(f->fake[1].dev.activated);
 }
 
+/* A device waiting for its reset still waits after a load: the backend must not fill its
+ * queues, and no queue is served. */
+static void device_waiting_for_a_reset_still_waits_after_a_load(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_reader r;
+
+	bring_up(f);
+	wr(f, 0, VIRTIO_MMIO_QUEUE_SEL, 0);
+	wr(f, 0, VIRTIO_MMIO_QUEUE_READY, 0); /* of a running device: needs a reset */
+	assert_true(rd(f, 0, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	save(f);
+	assert_int_equal(load(f, &r), 0);
+	assert_true(f->fake[1].dev.activated);
+	assert_true(f->fake[1].dev.needs_reset);
+	assert_false(vdev_running(&f->fake[1].dev));
+	virtio_mmio_notify_handler(&f->mmio[1].notifiers[0]);
+	assert_int_equal(f->fake[1].notifies, 0);
+	wr(f, 1, VIRTIO_MMIO_STATUS, 0);
+	assert_false(f->fake[1].dev.needs_reset);
+}
+
 static void device_that_cannot_start_again_fails_the_load_at_power_on(void **state)
 {
 	struct fixture *f = *state;
@@ -607,6 +629,7 @@ int main(void)
 	    TEST(loaded_device_that_was_started_is_started_again_and_served),
 	    TEST(device_not_started_yet_is_not_started_by_a_load),
 	    TEST(started_device_the_driver_gave_up_on_loads_as_it_was),
+	    TEST(device_waiting_for_a_reset_still_waits_after_a_load),
 	    TEST(device_that_cannot_start_again_fails_the_load_at_power_on),
 	    TEST(restored_serves_every_ready_queue_and_raises_a_pending_interrupt),
 	    TEST(restored_device_the_driver_never_started_is_left_alone),

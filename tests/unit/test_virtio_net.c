@@ -146,6 +146,7 @@ static void reset(struct fixture *f)
 	for (int q = 0; q < 2; q++)
 		virtq_reset(&dev->queues[q]);
 	dev->activated = false;
+	dev->needs_reset = false;
 	dev->driver_features = 0;
 	pthread_mutex_unlock(&dev->lock);
 }
@@ -1233,6 +1234,39 @@ static void broken_receive_chain_needs_a_reset_and_frames_are_dropped(void **sta
 	assert_int_equal(f->transport.needs_reset, 1);
 }
 
+/* The transport set DEVICE_NEEDS_RESET (a driver that disabled a queue of the running
+ * device, say): frames from the TAP, which no notification gates, no longer reach the
+ * receive queue, and transmit chains are not taken either. */
+static void frames_are_dropped_while_the_transport_waits_for_a_reset(void **state)
+{
+	struct fixture *f = *state;
+	struct virtio_net_hdr_mrg_rxbuf h = plain_header();
+
+	uint64_t buf = offer_rx_buffer(f, 2048, NULL);
+	notify(f, RX);
+	peer_send(f, &h, 100, 1);
+	pump(f);
+	assert_int_equal(used(f, RX)->idx, 1);
+	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, 1, 0);
+
+	offer_rx_buffer(f, 2048, NULL);
+	notify(f, RX);
+	f->dev->needs_reset = true; /* what virtio-mmio does, under the device's lock */
+	peer_send(f, &h, 100, 2);
+	pump(f);
+	assert_int_equal(used(f, RX)->idx, 1);
+	assert_int_equal(stats(f).rx_dropped, 1);
+
+	reset(f);
+	activate(f, ALL_FEATURES, false);
+	buf = offer_rx_buffer(f, 2048, NULL);
+	notify(f, RX);
+	peer_send(f, &h, 100, 3);
+	pump(f);
+	assert_int_equal(used(f, RX)->idx, 1);
+	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, 3, 0);
+}
+
 static void receive_buffer_offered_again_while_held_needs_a_reset(void **state)
 {
 	struct fixture *f = *state;
@@ -1556,6 +1590,7 @@ int main(void)
 	    TEST(one_call_receives_at_most_the_budget),
 	    TEST_INACTIVE(frames_arriving_before_activation_are_dropped),
 	    TEST(broken_receive_chain_needs_a_reset_and_frames_are_dropped),
+	    TEST(frames_are_dropped_while_the_transport_waits_for_a_reset),
 	    TEST(receive_buffer_offered_again_while_held_needs_a_reset),
 	    TEST(reset_drops_what_waits_and_the_device_works_again),
 	    TEST(broken_device_works_again_after_a_reset),

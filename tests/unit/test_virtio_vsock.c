@@ -584,6 +584,31 @@ static void device_reset_closes_connections_and_the_device_works_again(void **st
 	close(fd);
 }
 
+/* The transport set DEVICE_NEEDS_RESET: what host sockets bring, which no queue
+ * notification gates, no longer reaches the guest's receive queue. */
+static void host_connect_waits_while_the_transport_waits_for_a_reset(void **state)
+{
+	struct vsock_fixture *f = *state;
+	struct vsock_pkt pkt = {0};
+
+	pthread_mutex_lock(&f->dev->lock);
+	f->dev->needs_reset = true; /* what virtio-mmio does */
+	pthread_mutex_unlock(&f->dev->lock);
+	int fd = host_client(f);
+	host_write(fd, "CONNECT 52\n", 11);
+	assert_no_pkt(f, 100);
+	assert_int_equal(used_idx(f, RX_QUEUE), 0);
+	close(fd);
+
+	reset_device(f);
+	activate(f, true);
+	fd = host_client(f);
+	host_write(fd, "CONNECT 52\n", 11);
+	recv_pkt(f, &pkt, NULL);
+	assert_int_equal(pkt.op, VIRTIO_VSOCK_OP_REQUEST);
+	close(fd);
+}
+
 static void event_idx_suppresses_interrupts_and_publishes_avail_event(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -652,6 +677,7 @@ int main(void)
 	    TEST(listener_and_pending_clients_survive_transport_reset),
 	    TEST(transport_reset_event_waits_for_an_event_buffer),
 	    TEST(device_reset_closes_connections_and_the_device_works_again),
+	    TEST(host_connect_waits_while_the_transport_waits_for_a_reset),
 	    TEST(event_idx_suppresses_interrupts_and_publishes_avail_event),
 	    TEST(connect_lines_parse_as_firecracker_reads_them),
 	};

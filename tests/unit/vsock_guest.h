@@ -195,6 +195,7 @@ static inline void reset_device(struct vsock_fixture *f)
 	pthread_mutex_lock(&f->dev->lock);
 	f->dev->ops->reset(f->dev);
 	f->dev->activated = false;
+	f->dev->needs_reset = false;
 	pthread_mutex_unlock(&f->dev->lock);
 }
 
