@@ -136,6 +136,7 @@ static int vcpu_set_boot_registers(struct vcpu *vcpu, uint64_t entry)
 int vcpu_open(struct vcpu *vcpu, struct mote_vm *vm, unsigned index)
 {
 	memset(vcpu, 0, sizeof(*vcpu));
+	pthread_mutex_init(&vcpu->kick_lock, NULL);
 	vcpu->vm = vm;
 	vcpu->index = index;
 	vcpu->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)index);
@@ -302,8 +303,12 @@ static bool vcpu_handle_exit(struct vcpu *vcpu)
 }
 
 /* Re-entries a pause allows for completing exits (see below): an access KVM splits (an
- * MMIO access across a page, a 16-byte one, string I/O) takes one exit per piece. */
-#define VCPU_PAUSE_COMPLETIONS 64
+ * MMIO access across a page, a 16-byte one, string I/O) takes one exit per piece, and a
+ * rep string instruction on MMIO (`rep movsb` from a device window) one per element
+ * until KVM's emulator goes back to the guest, every 1024 elements (the restart bound in
+ * arch/x86/kvm/emulate.c). Above that, so that a guest cannot leave a vCPU parked in the
+ * middle of an instruction, whose state a snapshot would then take half done. */
+#define VCPU_PAUSE_COMPLETIONS 2048
 
 /* A pause was asked for: KVM completes the I/O or MMIO access of the last exit only on
  * the next KVM_RUN (api.rst, "KVM_RUN": the state is consistent only after re-entry), so
@@ -362,6 +367,9 @@ static void *vcpu_thread(void *arg)
 		if (!vcpu_handle_exit(vcpu))
 			break;
 	}
+	pthread_mutex_lock(&vcpu->kick_lock);
+	vcpu->kickable = false;
+	pthread_mutex_unlock(&vcpu->kick_lock);
 	return NULL;
 }
 
@@ -375,23 +383,31 @@ int vcpu_start(struct vcpu *vcpu)
 	sigemptyset(&action.sa_mask);
 	sigaction(VCPU_KICK_SIGNAL, &action, NULL);
 
+	/* Held across the start: the thread cannot end (and clear kickable) before it is
+	 * set, and a kick meanwhile waits to see vcpu->thread written. */
+	pthread_mutex_lock(&vcpu->kick_lock);
 	int err = vm_thread_start(&vcpu->thread, vcpu_thread, vcpu);
+	if (!err) {
+		vcpu->thread_started = true;
+		vcpu->kickable = true;
+	}
+	pthread_mutex_unlock(&vcpu->kick_lock);
 	if (err) {
 		log_error(&vcpu->vm->log, "vCPU %u: starting its thread: %s", vcpu->index,
 			  strerror(err));
 		return -err;
 	}
-	/* Release: a vm_end() on another vCPU's thread that sees the flag sees the thread. */
-	__atomic_store_n(&vcpu->thread_started, true, __ATOMIC_RELEASE);
 	return 0;
 }
 
 void vcpu_kick(struct vcpu *vcpu)
 {
-	if (!__atomic_load_n(&vcpu->thread_started, __ATOMIC_ACQUIRE))
-		return;
-	__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
-	pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);
+	pthread_mutex_lock(&vcpu->kick_lock);
+	if (vcpu->kickable) {
+		__atomic_store_n(&vcpu->run->immediate_exit, 1, __ATOMIC_SEQ_CST);
+		pthread_kill(vcpu->thread, VCPU_KICK_SIGNAL);
+	}
+	pthread_mutex_unlock(&vcpu->kick_lock);
 }
 
 struct timespec vcpu_rekick_deadline(void)
@@ -409,7 +425,10 @@ struct timespec vcpu_rekick_deadline(void)
 
 void vcpu_join(struct vcpu *vcpu)
 {
-	if (!vcpu->thread_started)
+	pthread_mutex_lock(&vcpu->kick_lock);
+	bool started = vcpu->thread_started;
+	pthread_mutex_unlock(&vcpu->kick_lock);
+	if (!started)
 		return;
 	for (;;) {
 		struct timespec until = vcpu_rekick_deadline();
@@ -417,11 +436,14 @@ void vcpu_join(struct vcpu *vcpu)
 			break;
 		vcpu_kick(vcpu);
 	}
+	pthread_mutex_lock(&vcpu->kick_lock);
 	vcpu->thread_started = false;
+	pthread_mutex_unlock(&vcpu->kick_lock);
 }
 
 void vcpu_destroy(struct vcpu *vcpu)
 {
+	pthread_mutex_destroy(&vcpu->kick_lock);
 	if (vcpu->run)
 		munmap(vcpu->run, vcpu->vm->kvm.vcpu_mmap_size);
 	if (vcpu->fd >= 0)

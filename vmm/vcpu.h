@@ -16,6 +16,11 @@ struct vcpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	bool thread_started;
+	/* Whether thread may be signalled: set once it is started, cleared by the thread
+	 * itself as it ends, so that no kick (from vm_end or a pause on another thread)
+	 * reaches a thread that vcpu_join may have joined. Guarded by kick_lock. */
+	pthread_mutex_t kick_lock;
+	bool kickable;
 };
 
 /* KVM_CREATE_VCPU and maps kvm_run: a vCPU with KVM's reset state, for a restore to
