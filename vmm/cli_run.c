@@ -326,6 +326,8 @@ static void *cli_copy_thread(void *arg)
 	struct api_server *server;
 
 	load.snapshot_load.restore = copy->opts.restore;
+	/* A copy's overlays take their names only once every copy is restored. */
+	load.snapshot_load.restore.defer_disk_commit = true;
 	copy->code = cli_vm_start(&copy->controller, &copy->ctx, copy->opts.api_sock, &load,
 				  cli_exit_code_for_restore_error, &server);
 	pthread_mutex_lock(&all->lock);

@@ -256,6 +256,12 @@ struct mote_restore_config {
 	 * page cache). Without it the files are mapped lazily and only their identities
 	 * are checked. */
 	bool verify_memory;
+	/* Each overlay disk's rebuilt overlay takes the overlay's name when mote_vm_run()
+	 * starts the VM, not at the end of the restore. For an embedder that restores
+	 * several VMs of which all or none must run (`mote restore --copies`): until each
+	 * runs, destroying it leaves every overlay file as it was. A commit that fails
+	 * then makes mote_vm_run() return its error without running the VM. */
+	bool defer_disk_commit;
 	enum mote_console console;
 	int console_in_fd;
 	int console_out_fd;
@@ -281,8 +287,8 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * not this snapshot's: of another size or snapshot, diffs missing or out of order, or
  * (verify_memory) content that does not match its checksum; others as mote_vm_create().
  * Each overlay disk's overlay is rebuilt from its layers under a temporary name and
- * takes the overlay's name last of all: a restore that fails leaves every overlay file
- * as it was. */
+ * takes the overlay's name last of all (or when the VM first runs, with
+ * defer_disk_commit): a restore that fails leaves every overlay file as it was. */
 MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
 
 /* Merging a full memory file and diffs taken after it into one full memory file. */

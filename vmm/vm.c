@@ -622,6 +622,14 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	int ret = 0;
 
 	vm->run_start_ns = clock_now_ns();
+	if (vm->disk_commit_deferred) {
+		/* Before anything runs: the guest must not write to an overlay that would
+		 * not take its name. */
+		ret = vm_devices_commit_restore(vm);
+		if (ret)
+			return ret;
+		vm->disk_commit_deferred = false;
+	}
 	if (vm->console_in_fd >= 0) {
 		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
 		if (err) {

@@ -74,9 +74,11 @@ struct mote_vm {
 
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
 	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
-	bool exit_at_boot;     /* end the VM at the guest's boot-complete write */
-	bool track_dirty;      /* KVM dirty log on the memory slots, monitor writes recorded */
-	uint64_t *dirty;       /* pages written since the last snapshot, gathered (vm_snapshot.c) */
+	/* Restored with defer_disk_commit: the overlays take their names in mote_vm_run(). */
+	bool disk_commit_deferred;
+	bool exit_at_boot; /* end the VM at the guest's boot-complete write */
+	bool track_dirty;  /* KVM dirty log on the memory slots, monitor writes recorded */
+	uint64_t *dirty;   /* pages written since the last snapshot, gathered (vm_snapshot.c) */
 	/* The id of the snapshot last taken or restored from: a diff applies on it. */
 	bool has_snapshot_id;
 	uint8_t snapshot_id[SNAPSHOT_ID_SIZE];

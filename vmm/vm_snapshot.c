@@ -589,7 +589,9 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	}
 	if (!ret)
 		ret = vm_restore_state(vm, config, &files, &payload);
-	if (!ret)
+	if (!ret && config->defer_disk_commit)
+		vm->disk_commit_deferred = true;
+	else if (!ret)
 		ret = vm_devices_commit_restore(vm);
 	if (!ret) {
 		memcpy(vm->snapshot_id, memory_identity.id, SNAPSHOT_ID_SIZE);

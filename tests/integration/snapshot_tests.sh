@@ -138,6 +138,21 @@ test_restored_guest_continues_its_counter_and_its_file_on_an_overlay_disk() {
 		fail "a failed restore changed the overlay it was to replace"
 	[ -z "$(find "$WORK" -maxdepth 1 -name 's1.overlay.tmp-*')" ] ||
 		fail "a failed restore left its new overlay behind"
+	# With --copies, no copy's overlay is replaced unless every copy could be restored:
+	# copy 2's vsock path is taken, so copy 1's overlay stays as it was.
+	cp "$WORK/s1.overlay" "$WORK/s1c-1.overlay"
+	rm -f "$WORK/s1c-1.sock"
+	: >"$WORK/s1c-2.sock"
+	timeout 300 "$MOTE_BIN" restore --snapshot "$WORK/s1.state" --mem "$WORK/s1.mem" \
+		--copies 2 --disk "vda:overlay=$WORK/s1c-{i}.overlay" --vsock-uds "$WORK/s1c-{i}.sock" \
+		--console none </dev/null >"$WORK/s1c.out" 2>"$WORK/s1c.err"
+	status=$?
+	[ "$status" -eq 4 ] || fail "copies with copy 2's socket path taken ended with status $status, expected 4"
+	[ "$(md5sum <"$WORK/s1c-1.overlay")" = "$overlay_sum" ] ||
+		fail "copy 1's overlay was replaced although copy 2 could not be restored"
+	[ ! -e "$WORK/s1c-2.overlay" ] || fail "copy 2's failed restore left an overlay behind"
+	[ -z "$(find "$WORK" -maxdepth 1 -name 's1c-*.overlay.tmp-*')" ] ||
+		fail "the failed copies left new overlays behind"
 
 	snap_restore s1r --snapshot "$WORK/s1.state" --mem "$WORK/s1.mem" \
 		--disk "vda:overlay=$WORK/s1r.overlay"
