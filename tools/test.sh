@@ -37,7 +37,7 @@ stage "fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
 for target in fuzz_kernel_loader fuzz_config_file fuzz_api_request fuzz_api_http fuzz_virtio_blk \
-	fuzz_virtio_blk_overlay fuzz_virtio_net fuzz_virtio_vsock fuzz_device_state; do
+	fuzz_virtio_blk_overlay fuzz_virtio_net fuzz_virtio_vsock fuzz_device_state fuzz_agent_client; do
 	corpus=build/fuzz/corpus-$target
 	mkdir -p "$corpus"
 	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
