@@ -1,12 +1,17 @@
 #!/bin/bash
-# vsock: guest-to-host stream throughput under mote (its in-VMM device, to a host Unix
-# socket) and under QEMU's microvm machine (vhost-vsock-device, to a host AF_VSOCK
-# socket), interleaved; and the agent's exec round trip under mote (`mote exec -- true`,
-# process start included). In the guest, `dd if=/dev/zero` piped into mote-pipe,
-# timed there with `time -p` from the first byte written to the host's end of file; the
-# host counts what arrived. Zeros, not mote-pattern: under nested emulation the guest's
-# own CPU is emulated too, and computing a pattern would be the bottleneck, not vsock
-# (the integration tests check the bytes).
+# vsock: stream throughput both ways under mote (its in-VMM device, to and from a host
+# Unix socket) and under QEMU's microvm machine (vhost-vsock-device, to and from a host
+# AF_VSOCK socket), interleaved; and the agent's exec round trip under mote (`mote exec
+# -- true`, process start included). One boot per run does both directions:
+# - guest to host: `dd if=/dev/zero` piped into mote-pipe, timed in the guest with
+#   `time -p` from the first byte written to the host's end of file; the host counts
+#   what arrived;
+# - host to guest: the guest listens (`mote-pipe --stats vsock-listen`), the host streams
+#   zeros into it with socat, and the guest reports what it received and how long it
+#   took from its accept to the host's end of stream.
+# Zeros, not mote-pattern: under nested emulation the guest's own CPU is emulated too,
+# and computing a pattern would be the bottleneck, not vsock (the integration tests
+# check the bytes).
 # Targets: vsock >= 1 Gbit/s in the nested setup (the issue's), and mote next to QEMU.
 #
 # Usage: benchmarks/run-vsock.sh, or with KVM: MOTE_BIN=... MOTE_KERNEL_DIR=...
@@ -23,8 +28,9 @@ MIB=${MOTE_BENCH_MIB:-256}
 EXECS=${MOTE_BENCH_EXECS:-100}
 RUN_TIMEOUT=${MOTE_BENCH_TIMEOUT:-150}
 KERNEL=$MOTE_KERNEL_DIR/vmlinux
-PORT=7000
-GUEST_COMMAND="time -p sh -c 'dd if=/dev/zero bs=1048576 count=$MIB 2>/dev/null | mote-pipe vsock-connect 2 $PORT'"
+PORT=7000    # the host's listener, guest to host
+IN_PORT=7001 # the guest's listener, host to guest
+GUEST_COMMAND="time -p sh -c 'dd if=/dev/zero bs=1048576 count=$MIB 2>/dev/null | mote-pipe vsock-connect 2 $PORT'; echo ready-to-receive; mote-pipe --stats vsock-listen $IN_PORT </dev/null >/dev/null"
 
 [ -c /dev/kvm ] || { echo "vsock benchmark: /dev/kvm missing; use benchmarks/run-vsock.sh" >&2; exit 1; }
 work=$(mktemp -d "${MOTE_SCRATCH:-/var/tmp}/mote-vsock.XXXXXX")
@@ -33,29 +39,50 @@ root_img=$work/root.img
 cp --sparse=always "$MOTE_ROOTFS" "$root_img"
 uds=$work/v.sock
 
+# Host to guest: once the guest says it listens, streams MIB MiB of zeros to ADDRESS
+# (socat's), HANDSHAKE first; tries again while the guest's listener is not up yet.
+feed_guest() { # log address handshake
+	local deadline=$((SECONDS + RUN_TIMEOUT))
+	until grep -q ready-to-receive "$1" 2>/dev/null; do
+		[ $SECONDS -lt $deadline ] || return 0
+		sleep 0.2
+	done
+	while [ $SECONDS -lt $deadline ] && ! grep -q "pipe: received" "$1"; do
+		{ printf '%b' "$3"; dd if=/dev/zero bs=1048576 count="$MIB" 2>/dev/null; } |
+			socat -u - "$2" 2>/dev/null && return 0
+		sleep 0.2
+	done
+}
+
 run_mote() { # log
 	rm -f "$uds" "${uds}_$PORT"
+	: >"$1"
 	timeout 300 socat -u "UNIX-LISTEN:${uds}_$PORT" - | wc -c >"$1.host" &
 	local host=$!
+	feed_guest "$1" "UNIX-CONNECT:$uds" "CONNECT $IN_PORT\\n" &
+	local feeder=$!
 	timeout -k 5 "$RUN_TIMEOUT" "$MOTE_BIN" run --kernel "$KERNEL" --mem 256M --cpus 2 \
 		--disk "path=$root_img,ro,root" --vsock "cid=3,uds=$uds" \
 		--cmdline "console=ttyS0 reboot=k panic=1 quiet mote.run=\"$GUEST_COMMAND\"" \
 		</dev/null >"$1" 2>&1 || :
-	kill "$host" 2>/dev/null || :
-	wait "$host" 2>/dev/null || :
+	kill "$host" "$feeder" 2>/dev/null || :
+	wait "$host" "$feeder" 2>/dev/null || :
 }
 
 run_qemu() { # log
+	: >"$1"
 	timeout 300 socat -u "VSOCK-LISTEN:$PORT" - | wc -c >"$1.host" &
 	local host=$!
+	feed_guest "$1" "VSOCK-CONNECT:4:$IN_PORT" "" &
+	local feeder=$!
 	# shellcheck disable=SC2046 # one word per argument
 	timeout -k 5 "$RUN_TIMEOUT" $(qemu_microvm "$KERNEL" 256M 2) \
 		-drive "id=root,file=$root_img,format=raw,if=none,readonly=on" \
 		-device virtio-blk-device,drive=root -device vhost-vsock-device,guest-cid=4 \
 		-append "console=ttyS0 reboot=t panic=1 quiet root=/dev/vda ro mote.run=\"$GUEST_COMMAND\"" \
 		</dev/null >"$1" 2>&1 || :
-	kill "$host" 2>/dev/null || :
-	wait "$host" 2>/dev/null || :
+	kill "$host" "$feeder" 2>/dev/null || :
+	wait "$host" "$feeder" 2>/dev/null || :
 }
 
 bytes=$((MIB * 1048576))
@@ -69,20 +96,31 @@ for i in $(seq 1 "$RUNS"); do
 		"run_$m" "$log"
 		secs=$(tr -d '\r' <"$log" | awk '$1 == "real" { print $2 }')
 		if [ "$(cat "$log.host")" != "$bytes" ] || [ -z "$secs" ]; then
-			echo "run $i: $m FAILED; console and host side:" >&2
+			echo "run $i: $m guest to host FAILED; console and host side:" >&2
 			tr -d '\r' <"$log" | tail -n 8 | sed 's/^/    /' >&2
 			echo "    host received $(cat "$log.host") of $bytes bytes" >&2
 			failures=$((failures + 1))
-			continue
+		else
+			mbps=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "%.0f", b * 8 / s / 1e6 }')
+			echo "out $m $mbps" >>"$work/results"
+			echo "run $i: $m guest to host $mbps Mbit/s ($bytes bytes in $secs s)" >&2
 		fi
-		mbps=$(awk -v b="$bytes" -v s="$secs" 'BEGIN { printf "%.0f", b * 8 / s / 1e6 }')
-		echo "$m $mbps" >>"$work/results"
-		echo "run $i: $m $mbps Mbit/s ($bytes bytes in $secs s)" >&2
+		# "pipe: received BYTES bytes in SECONDS s"
+		received=$(tr -d '\r' <"$log" | awk '$1 == "pipe:" && $2 == "received" { print $3, $6 }')
+		if [ "${received% *}" != "$bytes" ]; then
+			echo "run $i: $m host to guest FAILED; the guest reported: ${received:-nothing}" >&2
+			tr -d '\r' <"$log" | tail -n 4 | sed 's/^/    /' >&2
+			failures=$((failures + 1))
+		else
+			mbps=$(awk -v b="$bytes" -v s="${received#* }" 'BEGIN { printf "%.0f", b * 8 / s / 1e6 }')
+			echo "in $m $mbps" >>"$work/results"
+			echo "run $i: $m host to guest $mbps Mbit/s ($bytes bytes in ${received#* } s)" >&2
+		fi
 	done
 done
 
-median() { # monitor
-	awk -v m="$1" '$1 == m { print $2 }' "$work/results" | bench_median %.0f
+median() { # direction monitor
+	awk -v d="$1" -v m="$2" '$1 == d && $2 == m { print $3 }' "$work/results" | bench_median %.0f
 }
 
 # The agent's exec round trip: one VM, EXECS runs of `mote exec -- true`.
@@ -101,17 +139,21 @@ done
 timeout 60 tail --pid="$vm" -f /dev/null || kill "$vm"
 exec_ms=$(awk '{ print $1 / 1000 }' "$work/exec-us" | bench_median %.2f)
 
-mote=$(median mote)
-qemu=$(median qemu)
 echo
-echo "vsock guest to host ($MIB MiB stream), medians of $RUNS interleaved run(s), 2 vCPUs"
-printf '%-28s %12s %12s\n' "" mote "qemu microvm"
-printf '%-28s %12s %12s\n' "throughput (Mbit/s)" "$mote" "$qemu"
-printf '%-28s %12s %12s\n' "agent exec 'true' (ms)" "$exec_ms" "-"
+echo "vsock ($MIB MiB streams), medians of $RUNS interleaved run(s), 2 vCPUs"
+printf '%-32s %12s %12s\n' "" mote "qemu microvm"
+printf '%-32s %12s %12s\n' "guest to host (Mbit/s)" "$(median out mote)" "$(median out qemu)"
+printf '%-32s %12s %12s\n' "host to guest (Mbit/s)" "$(median in mote)" "$(median in qemu)"
+printf '%-32s %12s %12s\n' "agent exec 'true' (ms)" "$exec_ms" "-"
 echo "exec round trip: median of $(wc -l <"$work/exec-us") runs of mote exec, process start included"
-if [ "$mote" != - ] && awk -v a="$mote" 'BEGIN { exit !(a >= 1000) }'; then
-	echo "target: vsock >= 1 Gbit/s: met"
-else
-	echo "target: vsock >= 1 Gbit/s: MISSED"
-fi
+for direction in out in; do
+	name="guest to host"
+	[ $direction = out ] || name="host to guest"
+	mote=$(median $direction mote)
+	if [ "$mote" != - ] && awk -v a="$mote" 'BEGIN { exit !(a >= 1000) }'; then
+		echo "target: vsock $name >= 1 Gbit/s: met"
+	else
+		echo "target: vsock $name >= 1 Gbit/s: MISSED"
+	fi
+done
 [ $failures -eq 0 ] || { echo "vsock benchmark: $failures run(s) failed (see above)" >&2; exit 1; }

@@ -9,6 +9,10 @@
  *   mote-pipe tcp-connect IPV4 PORT    connect over TCP
  *   mote-pipe tcp-listen PORT          accept one TCP connection on PORT (any address)
  *
+ * With --stats first, it reports on stderr, at the end, how many bytes came from the peer
+ * and how long they took, from the connection's start to the peer's end of stream:
+ * "pipe: received N bytes in S s" (the vsock benchmark's host-to-guest row).
+ *
  * Bytes from stdin go to the peer; at the end of stdin the sending side is shut down
  * (the peer reads end of file). Bytes from the peer go to stdout until the peer shuts
  * down its side. Exit status: 0 when both directions ended cleanly, 1 when the
@@ -24,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -38,7 +43,7 @@ enum { EXIT_CONNECTION = 1, EXIT_USAGE = 2 };
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: mote-pipe vsock-connect CID PORT | vsock-listen PORT |\n"
+	fprintf(stderr, "usage: mote-pipe [--stats] vsock-connect CID PORT | vsock-listen PORT |\n"
 			"                 tcp-connect IPV4 PORT | tcp-listen PORT\n");
 	return EXIT_USAGE;
 }
@@ -76,8 +81,8 @@ static bool write_all(int fd, const char *buf, size_t n)
 	return true;
 }
 
-/* Copies from in to out until in ends. */
-static int copy(int in, int out, const char *what)
+/* Copies from in to out until in ends, adding the bytes moved to *moved. */
+static int copy(int in, int out, const char *what, uint64_t *moved)
 {
 	static char buf[BUFFER_BYTES];
 
@@ -91,6 +96,7 @@ static int copy(int in, int out, const char *what)
 			return 0;
 		if (!write_all(out, buf, (size_t)n))
 			return failed(what);
+		*moved += (uint64_t)n;
 	}
 }
 
@@ -98,19 +104,29 @@ static int copy(int in, int out, const char *what)
  * the peer while the peer blocks writing back (an echo server with full buffers) would
  * deadlock both. The child sends stdin and then shuts the sending side; this process
  * copies the peer's bytes to stdout until the peer shuts down its side. */
-static int pump(int sock)
+static int pump(int sock, bool stats)
 {
+	struct timespec start, end;
+	uint64_t sent_bytes = 0, received = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
 	pid_t sender = fork();
 
 	if (sender < 0)
 		return failed("fork");
 	if (sender == 0) {
-		int status = copy(STDIN_FILENO, sock, "send to the peer");
+		int status = copy(STDIN_FILENO, sock, "send to the peer", &sent_bytes);
 		if (status == 0 && shutdown(sock, SHUT_WR) < 0)
 			status = failed("shutdown");
 		_exit(status);
 	}
-	int status = copy(sock, STDOUT_FILENO, "receive from the peer");
+	int status = copy(sock, STDOUT_FILENO, "receive from the peer", &received);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	if (stats)
+		fprintf(stderr, "pipe: received %llu bytes in %.3f s\n",
+			(unsigned long long)received,
+			(double)(end.tv_sec - start.tv_sec) +
+			    (double)(end.tv_nsec - start.tv_nsec) / 1e9);
 	int sent;
 	while (waitpid(sender, &sent, 0) < 0 && errno == EINTR)
 		;
@@ -194,6 +210,11 @@ int main(int argc, char **argv)
 
 	/* A peer gone away is an error to report, not a reason to die silently. */
 	signal(SIGPIPE, SIG_IGN);
+	bool stats = argc > 1 && strcmp(argv[1], "--stats") == 0;
+	if (stats) {
+		argc--;
+		argv++;
+	}
 	if (argc == 4 && strcmp(argv[1], "vsock-connect") == 0 && parse_u32(argv[2], &cid) &&
 	    parse_u32(argv[3], &port))
 		sock = vsock_open(false, cid, port);
@@ -210,7 +231,7 @@ int main(int argc, char **argv)
 		return usage();
 	if (sock < 0)
 		return EXIT_CONNECTION;
-	int status = pump(sock);
+	int status = pump(sock, stats);
 	close(sock);
 	return status;
 }
