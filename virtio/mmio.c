@@ -115,12 +115,17 @@ static bool mmio_features_acceptable(const struct virtio_mmio *mmio)
 static void mmio_write_status(struct virtio_mmio *mmio, uint32_t value)
 {
 	struct vdev *dev = mmio->dev;
-	uint32_t added = value & ~mmio->status;
 
 	if (value == 0) {
 		virtio_mmio_reset(mmio);
 		return;
 	}
+	/* DEVICE_NEEDS_RESET is the device's bit (§2.1): what the driver writes there
+	 * changes nothing, so the bit always says whether the device stopped. */
+	value = (value & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
+		(mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	uint32_t added = value & ~mmio->status;
+
 	/* §2.1.2: the driver never clears a bit; a write that tries is ignored. */
 	if (mmio->status & ~value) {
 		mmio_needs_reset(mmio, "the driver cleared a device status bit");

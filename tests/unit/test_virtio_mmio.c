@@ -404,6 +404,30 @@ static void clearing_a_status_bit_needs_reset(void **state)
 	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DRIVER_OK);
 }
 
+/* DEVICE_NEEDS_RESET is the device's bit: a driver writing it changes nothing, and a
+ * driver leaving it out of a write does not clear it. */
+static void needs_reset_is_the_devices_bit_alone(void **state)
+{
+	struct fixture *f = *state;
+
+	bring_up(f);
+	wr(f, VIRTIO_MMIO_STATUS, rd(f, VIRTIO_MMIO_STATUS) | VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_false(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_true(vdev_running(&f->fake.dev));
+	virtio_mmio_notify_handler(&f->mmio.notifiers[0]);
+	assert_int_equal(f->fake.notifies, 1);
+
+	wr(f, VIRTIO_MMIO_QUEUE_SEL, 0);
+	wr(f, VIRTIO_MMIO_QUEUE_READY, 0); /* of the running device: it stops */
+	uint32_t status = rd(f, VIRTIO_MMIO_STATUS);
+	assert_true(status & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	wr(f, VIRTIO_MMIO_STATUS, status & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
+	assert_false(vdev_running(&f->fake.dev));
+	virtio_mmio_notify_handler(&f->mmio.notifiers[0]);
+	assert_int_equal(f->fake.notifies, 1);
+}
+
 /* A driver that breaks a rule, resets the device and breaks it again, in a loop, gets
  * VDEV_COMPLAINTS_MAX warnings in the VM's life; the rest go to debug level. */
 static void warnings_about_a_driver_are_bounded_across_resets(void **state)
@@ -586,6 +610,7 @@ int main(void)
 	    TEST(driver_ok_without_features_ok_needs_reset),
 	    TEST(a_device_that_cannot_start_needs_reset),
 	    TEST(clearing_a_status_bit_needs_reset),
+	    TEST(needs_reset_is_the_devices_bit_alone),
 	    TEST(warnings_about_a_driver_are_bounded_across_resets),
 	    TEST(writing_status_zero_resets_everything),
 	    TEST(notifications_reach_the_device_only_once_it_runs),
