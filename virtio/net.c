@@ -137,9 +137,14 @@ static enum net_tx_result tx_send(struct virtio_net *net, const struct virtq_cha
 		if (errno != EINTR)
 			break;
 	}
-	if (!net->tx_error_logged)
+	/* What the guest's frame caused counts among its driver's warnings; the host's
+	 * own failures (a TAP gone down) are always told once after a reset. */
+	if (!net->tx_error_logged && (errno == EINVAL || errno == EFAULT || errno == EMSGSIZE))
 		vdev_complain(&net->dev, &net->log, "%s: the backend refused a frame: %s",
 			      net->name, strerror(errno));
+	else if (!net->tx_error_logged)
+		log_warn(&net->log, "%s: the backend refused a frame: %s", net->name,
+			 strerror(errno));
 	net->tx_error_logged = true;
 	net->stats.tx_errors++;
 	return NET_TX_DONE;
