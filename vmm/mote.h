@@ -165,7 +165,9 @@ MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **v
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with
- * MOTE_EXIT_ERROR and error -EINTR. Safe to call at any time. */
+ * MOTE_EXIT_ERROR and error -EINTR. Safe to call at any time before mote_vm_destroy():
+ * a call that began before mote_vm_run() returned has returned by then, so the thread
+ * that ran the VM may destroy it at once. */
 MOTE_API void mote_vm_stop(struct mote_vm *vm);
 
 /* Where a VM is in its life. */
@@ -256,11 +258,13 @@ struct mote_restore_config {
 	 * page cache). Without it the files are mapped lazily and only their identities
 	 * are checked. */
 	bool verify_memory;
-	/* Each overlay disk's rebuilt overlay takes the overlay's name when mote_vm_run()
-	 * starts the VM, not at the end of the restore. For an embedder that restores
-	 * several VMs of which all or none must run (`mote restore --copies`): until each
-	 * runs, destroying it leaves every overlay file as it was. A commit that fails
-	 * then makes mote_vm_run() return its error without running the VM. */
+	/* Each overlay disk's rebuilt overlay takes the overlay's name later, not at the
+	 * end of the restore: with mote_vm_commit_disks(), or when mote_vm_run() starts the
+	 * VM. For an embedder that restores several VMs of which all or none must run
+	 * (`mote restore --copies`): until then, destroying a VM leaves every overlay file
+	 * as it was. A commit in mote_vm_run() that fails makes it return that error
+	 * without running the VM; a VM stopped (mote_vm_stop) before it ran does not
+	 * commit. */
 	bool defer_disk_commit;
 	enum mote_console console;
 	int console_in_fd;
@@ -290,6 +294,12 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * takes the overlay's name last of all (or when the VM first runs, with
  * defer_disk_commit): a restore that fails leaves every overlay file as it was. */
 MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out);
+
+/* Gives the rebuilt overlays of VMs restored with defer_disk_commit, and not run yet,
+ * their names: every overlay of every VM in vms, all or none. Other VMs in vms are
+ * skipped. 0, or a negative errno (logged) after which every overlay file is as it was;
+ * the VMs can be committed again or destroyed. Not while another call uses one of them. */
+MOTE_API int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count);
 
 /* Merging a full memory file and diffs taken after it into one full memory file. */
 struct mote_memory_merge_params {

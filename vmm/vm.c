@@ -78,6 +78,7 @@ void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const c
 		va_end(args);
 	}
 	vm->exit.run_ns = clock_now_ns() - vm->run_start_ns;
+	vm->ending = true;
 	pthread_cond_broadcast(&vm->ended_cond);
 	pthread_cond_broadcast(&vm->pause_cond); /* parked vCPUs leave, a pause gives up */
 	pthread_mutex_unlock(&vm->lock);
@@ -90,6 +91,10 @@ void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const c
 			/* The counter cannot overflow from one write; nothing to do. */
 		}
 	}
+	pthread_mutex_lock(&vm->lock);
+	vm->ending = false;
+	pthread_cond_broadcast(&vm->ended_cond);
+	pthread_mutex_unlock(&vm->lock);
 }
 
 bool vm_has_ended(struct mote_vm *vm)
@@ -617,18 +622,41 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	return ret;
 }
 
+/* Until the VM ended and vm_end() is done with it: a mote_vm_stop() on another thread
+ * returns before mote_vm_run() does, so the embedder may destroy the VM next. */
+static void vm_wait_end(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	while (!vm->ended || vm->ending)
+		pthread_cond_wait(&vm->ended_cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/* Why and how the VM ended, for mote_vm_run()'s caller. */
+static void vm_exit_report(struct mote_vm *vm, struct mote_exit *exit)
+{
+	*exit = vm->exit;
+	exit->boot_complete_ns = vm->boot_complete_ns;
+	exit->memory_touched_bytes = guest_memory_resident_bytes(&vm->mem);
+}
+
 int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 {
 	int ret = 0;
 
 	vm->run_start_ns = clock_now_ns();
 	if (vm->disk_commit_deferred) {
+		/* Stopped before it ran: it never will, and its overlays stay as they were. */
+		if (vm_has_ended(vm)) {
+			vm_wait_end(vm);
+			vm_exit_report(vm, exit);
+			return 0;
+		}
 		/* Before anything runs: the guest must not write to an overlay that would
 		 * not take its name. */
-		ret = vm_devices_commit_restore(vm);
+		ret = mote_vm_commit_disks(&vm, 1);
 		if (ret)
 			return ret;
-		vm->disk_commit_deferred = false;
 	}
 	if (vm->console_in_fd >= 0) {
 		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
@@ -643,6 +671,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	pthread_mutex_lock(&vm->lock);
 	bool start_paused = vm->state == MOTE_VM_PAUSED;
 	vm->pause_requested = start_paused;
+	vm->run_started = true;
 	pthread_mutex_unlock(&vm->lock);
 	if (!start_paused) {
 		ret = event_loop_start(&vm->events);
@@ -664,10 +693,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		pthread_mutex_unlock(&vm->lock);
 	}
 
-	pthread_mutex_lock(&vm->lock);
-	while (!vm->ended)
-		pthread_cond_wait(&vm->ended_cond, &vm->lock);
-	pthread_mutex_unlock(&vm->lock);
+	vm_wait_end(vm);
 
 	/* vm_end() kicked the vCPUs it knew were started; one that this thread was still
 	 * starting at that moment may have entered KVM_RUN unkicked. Kick them all again:
@@ -687,9 +713,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		pthread_join(vm->console_thread, NULL);
 	vm->console_thread_started = false;
 
-	*exit = vm->exit;
-	exit->boot_complete_ns = vm->boot_complete_ns;
-	exit->memory_touched_bytes = guest_memory_resident_bytes(&vm->mem);
+	vm_exit_report(vm, exit);
 	return ret;
 }
 

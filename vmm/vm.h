@@ -62,6 +62,10 @@ struct mote_vm {
 	pthread_mutex_t lock;
 	pthread_cond_t ended_cond;
 	bool ended;
+	/* vm_end() is still kicking the vCPUs and stopping the console, after it set ended:
+	 * mote_vm_run() waits for it, so that a mote_vm_stop() on another thread is done with
+	 * the VM before the embedder can destroy it. Guarded by lock. */
+	bool ending;
 	pthread_mutex_t pause_lock; /* one pause, resume or snapshot at a time */
 	/* Pausing (vm_pause.c), guarded by lock. */
 	enum mote_vm_state state;
@@ -74,6 +78,9 @@ struct mote_vm {
 
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
 	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
+	/* mote_vm_run() has started (or is starting) the VM's threads: before that, a VM
+	 * restored paused cannot be resumed (nothing would run it). Guarded by lock. */
+	bool run_started;
 	/* Restored with defer_disk_commit: the overlays take their names in mote_vm_run(). */
 	bool disk_commit_deferred;
 	bool exit_at_boot; /* end the VM at the guest's boot-complete write */

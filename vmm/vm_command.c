@@ -465,6 +465,26 @@ int vm_controller_run(struct vm_controller *c, struct mote_exit *exit)
 	return ret;
 }
 
+int vm_controller_commit_disks(struct vm_controller *const *cs, unsigned count)
+{
+	struct mote_vm **vms = calloc(count ? count : 1, sizeof(*vms));
+
+	if (!vms)
+		return -ENOMEM;
+	/* In order, and never taken two at a time elsewhere: no lock-order cycle. */
+	for (unsigned i = 0; i < count; i++) {
+		pthread_mutex_lock(&cs[i]->command_lock);
+		pthread_mutex_lock(&cs[i]->lock);
+		vms[i] = cs[i]->vm;
+		pthread_mutex_unlock(&cs[i]->lock);
+	}
+	int ret = mote_vm_commit_disks(vms, count);
+	for (unsigned i = count; i-- > 0;)
+		pthread_mutex_unlock(&cs[i]->command_lock);
+	free(vms);
+	return ret;
+}
+
 void vm_controller_stop(struct vm_controller *c)
 {
 	pthread_mutex_lock(&c->lock);

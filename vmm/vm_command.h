@@ -147,6 +147,10 @@ int vm_controller_run(struct vm_controller *c, struct mote_exit *exit);
 /* From any thread (a signal thread): stops the VM, or ends the wait for one. */
 void vm_controller_stop(struct vm_controller *c);
 
+/* mote_vm_commit_disks() for the VMs of several controllers at once, none of them
+ * running yet, each held against commands meanwhile. 0 or a negative errno (logged). */
+int vm_controller_commit_disks(struct vm_controller *const *cs, unsigned count);
+
 /* How many errors the library has logged through the controller: a caller compares the
  * count around a command to know whether the library already said why it failed. */
 unsigned vm_controller_error_count(struct vm_controller *c);

@@ -227,6 +227,24 @@ int vm_devices_commit_restore(struct mote_vm *vm)
 	return virtio_blk_commit_overlays(vm->disks, vm->disk_count);
 }
 
+int vm_devices_commit_restores(struct mote_vm *const *vms, unsigned count)
+{
+	unsigned total = 0;
+
+	for (unsigned i = 0; i < count; i++)
+		total += vms[i]->disk_count;
+	struct virtio_blk **disks = calloc(total ? total : 1, sizeof(*disks));
+	if (!disks)
+		return -ENOMEM;
+	unsigned n = 0;
+	for (unsigned i = 0; i < count; i++)
+		for (unsigned d = 0; d < vms[i]->disk_count; d++)
+			disks[n++] = vms[i]->disks[d];
+	int ret = virtio_blk_commit_overlays(disks, n);
+	free(disks);
+	return ret;
+}
+
 void vm_devices_restored(struct mote_vm *vm)
 {
 	for (unsigned i = 0; i < vm->virtio.count; i++)

@@ -29,6 +29,9 @@ int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
  * leaves the overlays named as they were. 0 or a negative errno, logged. */
 int vm_devices_commit_restore(struct mote_vm *vm);
 
+/* The same for several VMs at once: every disk of every VM in vms, all or none. */
+int vm_devices_commit_restores(struct mote_vm *const *vms, unsigned count);
+
 /* After a restore loaded everything, before the event thread starts: devices resume
  * their backends (vsock resets the guest's connections), and every live queue is
  * served once and every pending interrupt raised again. */

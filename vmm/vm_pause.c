@@ -105,6 +105,15 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
+	/* Restored paused, not run yet: the event thread and the vCPUs start with
+	 * mote_vm_run(), which a resume now would race. */
+	pthread_mutex_lock(&vm->lock);
+	bool run_started = vm->run_started;
+	pthread_mutex_unlock(&vm->lock);
+	if (!run_started) {
+		log_error(&vm->log, "resume: the VM has not been started yet");
+		return -EINVAL;
+	}
 	if (vm->clock_saved) {
 		/* flags 0: the value as saved, not advanced by the host's real time passed
 		 * (KVM_CLOCK_REALTIME, api.rst 4.98). */

@@ -610,3 +610,20 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	}
 	return ret;
 }
+
+int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
+{
+	struct mote_vm **deferred = calloc(count ? count : 1, sizeof(*deferred));
+	unsigned n = 0;
+
+	if (!deferred)
+		return -ENOMEM;
+	for (unsigned i = 0; i < count; i++)
+		if (vms[i] && vms[i]->disk_commit_deferred)
+			deferred[n++] = vms[i];
+	int ret = n ? vm_devices_commit_restores(deferred, n) : 0;
+	for (unsigned i = 0; i < n && !ret; i++)
+		deferred[i]->disk_commit_deferred = false;
+	free(deferred);
+	return ret;
+}
