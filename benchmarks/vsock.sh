@@ -65,6 +65,7 @@ run_mote() { # log
 		--disk "path=$root_img,ro,root" --vsock "cid=3,uds=$uds" \
 		--cmdline "console=ttyS0 reboot=k panic=1 quiet mote.run=\"$GUEST_COMMAND\"" \
 		</dev/null >"$1" 2>&1 || :
+	pkill -P "$feeder" 2>/dev/null || :
 	kill "$host" "$feeder" 2>/dev/null || :
 	wait "$host" "$feeder" 2>/dev/null || :
 }
@@ -81,6 +82,7 @@ run_qemu() { # log
 		-device virtio-blk-device,drive=root -device vhost-vsock-device,guest-cid=4 \
 		-append "console=ttyS0 reboot=t panic=1 quiet root=/dev/vda ro mote.run=\"$GUEST_COMMAND\"" \
 		</dev/null >"$1" 2>&1 || :
+	pkill -P "$feeder" 2>/dev/null || :
 	kill "$host" "$feeder" 2>/dev/null || :
 	wait "$host" "$feeder" 2>/dev/null || :
 }
