@@ -27,6 +27,12 @@ void blk_overlay_set_bits(uint64_t *bits, uint64_t first, uint64_t count)
 		bits[c / 64] |= 1ULL << (c % 64);
 }
 
+static void overlay_clear_bits(uint64_t *bits, uint64_t first, uint64_t count)
+{
+	for (uint64_t c = first; c < first + count; c++)
+		bits[c / 64] &= ~(1ULL << (c % 64));
+}
+
 /* Reports what failed with errno and returns it negated. */
 static int overlay_host_error(const struct blk_overlay *ov, const char *path, const char *what)
 {
@@ -337,8 +343,9 @@ static int overlay_alloc(struct blk_overlay *ov)
 
 	ov->present = calloc(words ? words : 1, sizeof(uint64_t));
 	ov->since = calloc(words ? words : 1, sizeof(uint64_t));
+	ov->pending = calloc(words ? words : 1, sizeof(uint64_t));
 	ov->bounce = malloc(BLK_OVERLAY_CLUSTER);
-	return ov->present && ov->since && ov->bounce ? 0 : -ENOMEM;
+	return ov->present && ov->since && ov->pending && ov->bounce ? 0 : -ENOMEM;
 }
 
 int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
@@ -416,6 +423,7 @@ void blk_overlay_close(struct blk_overlay *ov)
 		close(ov->base_fd);
 	free(ov->present);
 	free(ov->since);
+	free(ov->pending);
 	free(ov->bounce);
 	free(ov->base_path);
 	free(ov->path);
@@ -423,13 +431,20 @@ void blk_overlay_close(struct blk_overlay *ov)
 	free(ov);
 }
 
+/* Whether a read of cluster goes to the overlay: it holds the cluster's data, which a
+ * first write still in flight does not yet. */
+static bool overlay_readable(const struct blk_overlay *ov, uint64_t cluster)
+{
+	return blk_overlay_bit(ov->present, cluster) && !blk_overlay_bit(ov->pending, cluster);
+}
+
 uint64_t blk_overlay_run(const struct blk_overlay *ov, uint64_t offset, uint64_t len, bool *present)
 {
 	uint64_t cluster = offset / BLK_OVERLAY_CLUSTER;
 	uint64_t end = (cluster + 1) * BLK_OVERLAY_CLUSTER;
 
-	*present = blk_overlay_bit(ov->present, cluster);
-	while (end < offset + len && blk_overlay_bit(ov->present, ++cluster) == *present)
+	*present = overlay_readable(ov, cluster);
+	while (end < offset + len && overlay_readable(ov, ++cluster) == *present)
 		end += BLK_OVERLAY_CLUSTER;
 	return (end < offset + len ? end : offset + len) - offset;
 }
@@ -482,7 +497,20 @@ int blk_overlay_prepare_write(struct blk_overlay *ov, uint64_t offset, uint64_t 
 		err = overlay_copy_up(ov, last);
 	if (err)
 		return err;
+	/* Covered whole and not in the overlay yet: the overlay has a hole there until
+	 * this write lands, so reads still go to the base meanwhile. */
+	for (uint64_t c = first; c <= last; c++)
+		if (!blk_overlay_bit(ov->present, c))
+			blk_overlay_set_bits(ov->pending, c, 1);
 	blk_overlay_set_bits(ov->present, first, last - first + 1);
 	blk_overlay_set_bits(ov->since, first, last - first + 1);
 	return 0;
+}
+
+void blk_overlay_write_done(struct blk_overlay *ov, uint64_t offset, uint64_t len)
+{
+	uint64_t first = offset / BLK_OVERLAY_CLUSTER;
+	uint64_t last = (offset + len - 1) / BLK_OVERLAY_CLUSTER;
+
+	overlay_clear_bits(ov->pending, first, last - first + 1);
 }

@@ -19,8 +19,10 @@
  * succeeded (blk_overlay_commit): a restore that fails, at any step, leaves the file it
  * was to replace as it was, with whatever the guest wrote there after the snapshot.
  *
- * Two bitmaps, one bit per cluster: present (in the overlay) and since (written since the
- * last freeze). No locking here: the caller holds the device's lock. */
+ * Three bitmaps, one bit per cluster: present (in the overlay), since (written since the
+ * last freeze) and pending (present, but its first write, which covers it whole, has not
+ * landed: the overlay still has a hole there, so reads go to the base until
+ * blk_overlay_write_done). No locking here: the caller holds the device's lock. */
 #ifndef MOTE_VIRTIO_BLK_OVERLAY_H
 #define MOTE_VIRTIO_BLK_OVERLAY_H
 
@@ -52,6 +54,7 @@ struct blk_overlay {
 	uint64_t clusters; /* size rounded up to clusters: the overlay's and layers' size */
 	uint64_t *present; /* cluster bitmaps */
 	uint64_t *since;
+	uint64_t *pending;
 	uint8_t *bounce;   /* one cluster, for copy-ups */
 	uint64_t copy_ups; /* clusters copied up so far */
 	char *base_path;
@@ -99,7 +102,9 @@ const char *blk_overlay_file_path(const struct blk_overlay *overlay);
 void blk_overlay_close(struct blk_overlay *overlay);
 
 /* The length of the run at the start of [offset, offset + len) (len > 0, inside the
- * disk) whose clusters are all present or all absent, and which of the two. */
+ * disk) whose clusters are all read from the overlay or all from the base, and which of
+ * the two (present: the overlay). A cluster whose first write is in flight is read
+ * from the base: a read racing that write sees the old data, not the hole. */
 uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uint64_t len,
 			 bool *present);
 
@@ -107,8 +112,15 @@ uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uin
  * copies up each partly covered cluster not present yet (synchronously: at most two
  * clusters), then marks every covered cluster present and written since the last freeze.
  * Marked before the write is done, so that a later partial write to one of them never
- * copies the base over it. 0, or a negative errno when a copy-up failed (logged). */
+ * copies the base over it; those it covers whole and that were not present are pending
+ * until blk_overlay_write_done. 0, or a negative errno when a copy-up failed (logged). */
 int blk_overlay_prepare_write(struct blk_overlay *overlay, uint64_t offset, uint64_t len);
+
+/* The write of [offset, offset + len) prepared above has ended (landed, failed or
+ * dropped): its clusters are read from the overlay from now on. After a failed write,
+ * what it covered whole reads as zeros (or as what of it landed), as a disk's sectors
+ * are undefined after a failed write. */
+void blk_overlay_write_done(struct blk_overlay *overlay, uint64_t offset, uint64_t len);
 
 /* Layers (blk_overlay_layer.c). */
 

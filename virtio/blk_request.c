@@ -29,6 +29,35 @@ static bool answer(struct blk_request *req, uint8_t status)
 	return true;
 }
 
+/* blk_overlay_prepare_write for a write of req, whose span it records. */
+static int overlay_prepare(struct blk_disk *disk, struct blk_request *req, uint64_t offset,
+			   uint64_t len)
+{
+	int err = blk_overlay_prepare_write(disk->overlay, offset, len);
+
+	if (err)
+		return err;
+	uint64_t start = offset, end = offset + len;
+	if (req->overlay_len > 0) {
+		uint64_t old_end = req->overlay_offset + req->overlay_len;
+		start = req->overlay_offset < start ? req->overlay_offset : start;
+		end = old_end > end ? old_end : end;
+	}
+	req->overlay_offset = start;
+	req->overlay_len = end - start;
+	return 0;
+}
+
+/* The request was answered (answered true) or dropped: its overlay writes have ended. */
+static bool overlay_released(struct blk_disk *disk, struct blk_request *req, bool answered)
+{
+	if (answered && req->overlay_len > 0) {
+		blk_overlay_write_done(disk->overlay, req->overlay_offset, req->overlay_len);
+		req->overlay_len = 0;
+	}
+	return answered;
+}
+
 static bool in_capacity(const struct blk_disk *disk, uint64_t sector, uint64_t sectors)
 {
 	return sector <= disk->capacity && sectors <= disk->capacity - sector;
@@ -224,8 +253,7 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 		return answer(req, VIRTIO_BLK_S_OK);
 	req->offset = sector * BLK_SECTOR_SIZE;
 	req->remaining = len;
-	if (disk->overlay && is_write(req) &&
-	    blk_overlay_prepare_write(disk->overlay, req->offset, len) != 0)
+	if (disk->overlay && is_write(req) && overlay_prepare(disk, req, req->offset, len) != 0)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	return queue_transfer(disk, req);
 }
@@ -335,7 +363,7 @@ static bool start_ranges(struct blk_disk *disk, struct blk_request *req,
 static bool write_zeros(struct blk_disk *disk, struct blk_request *req,
 			const struct blk_range *range)
 {
-	if (disk->overlay && blk_overlay_prepare_write(disk->overlay, range->offset, range->len))
+	if (disk->overlay && overlay_prepare(disk, req, range->offset, range->len))
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	req->writing_zeroes = true;
 	req->offset = range->offset;
@@ -394,8 +422,8 @@ static bool queue_current(struct blk_disk *disk, struct blk_request *req)
 	}
 }
 
-bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
-		       const struct virtq_chain *chain)
+static bool request_start(struct blk_disk *disk, struct blk_request *req,
+			  const struct virtq_chain *chain)
 {
 	struct virtio_blk_outhdr header;
 
@@ -418,6 +446,8 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 	req->range_count = 0;
 	req->range_next = 0;
 	req->writing_zeroes = false;
+	req->overlay_offset = 0;
+	req->overlay_len = 0;
 
 	/* The status byte is the chain's last writable byte (§5.2.6). A chain without one
 	 * cannot be answered: it goes back with nothing written (used length 0), which
@@ -451,7 +481,13 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 	}
 }
 
-bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res)
+bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
+		       const struct virtq_chain *chain)
+{
+	return overlay_released(disk, req, request_start(disk, req, chain));
+}
+
+static bool request_complete(struct blk_disk *disk, struct blk_request *req, int res)
 {
 	disk->in_flight--;
 	uncut_run(req);
@@ -466,6 +502,11 @@ bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int re
 	if (req->type == VIRTIO_BLK_T_FLUSH)
 		return answer(req, res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
 	return range_done(disk, req, res);
+}
+
+bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res)
+{
+	return overlay_released(disk, req, request_complete(disk, req, res));
 }
 
 uint64_t blk_request_range_bytes(const struct blk_request *req)
@@ -483,4 +524,5 @@ void blk_request_drop(struct blk_disk *disk, struct blk_request *req)
 	disk->in_flight--;
 	uncut_run(req);
 	req->busy = false;
+	overlay_released(disk, req, true);
 }

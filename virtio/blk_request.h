@@ -111,6 +111,11 @@ struct blk_request {
 	unsigned range_next;
 	bool writing_zeroes; /* the filesystem refused to zero range[range_next] */
 
+	/* On an overlay disk: the span of the writes prepared (blk_overlay_prepare_write),
+	 * which end (blk_overlay_write_done) when the request is answered or dropped. */
+	uint64_t overlay_offset;
+	uint64_t overlay_len;
+
 	struct iovec iov[BLK_SEG_MAX];
 	struct blk_range range[BLK_MAX_RANGES];
 };

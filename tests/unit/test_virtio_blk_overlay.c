@@ -394,6 +394,26 @@ static void two_partial_writes_to_one_cluster_in_flight_together_both_land(void 
 	assert_disk_is_model(w);
 }
 
+/* A read of a block whose first write is still in flight (its completion not reaped)
+ * reads the image, not the overlay's hole; once the write is answered, the overlay. */
+static void a_read_racing_the_first_write_of_a_block_reads_the_image(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+
+	uint16_t done = used(f)->idx;
+	struct req write = write_request(f, 5 * SECTORS_PER_CLUSTER, 0x91, CLUSTER);
+	notify_dev(f->dev);
+	struct req read = request(f, VIRTIO_BLK_T_IN, 5 * SECTORS_PER_CLUSTER, CLUSTER);
+	notify_dev(f->dev);
+	wait_used(f, (uint16_t)(done + 2));
+	assert_int_equal(status_of(f, write), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, read), VIRTIO_BLK_S_OK);
+	assert_memory_equal(guest(f, read.data, CLUSTER), w->model + 5 * CLUSTER, CLUSTER);
+	memset(w->model + 5 * CLUSTER, 0x91, CLUSTER);
+	assert_disk_is_model(w);
+}
+
 static void flush_succeeds_and_the_written_data_is_in_the_overlay_file(void **state)
 {
 	struct world *w = *state;
@@ -968,6 +988,7 @@ int main(void)
 	    TEST(a_partial_cluster_write_keeps_the_rest_of_the_cluster_from_the_image),
 	    TEST(a_read_in_scattered_segments_splits_between_overlay_and_image),
 	    TEST(two_partial_writes_to_one_cluster_in_flight_together_both_land),
+	    TEST(a_read_racing_the_first_write_of_a_block_reads_the_image),
 	    TEST(a_turn_copies_up_at_most_its_budget),
 	    TEST(flush_succeeds_and_the_written_data_is_in_the_overlay_file),
 	    TEST(write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing),
