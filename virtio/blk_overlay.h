@@ -104,7 +104,9 @@ void blk_overlay_close(struct blk_overlay *overlay);
 /* The length of the run at the start of [offset, offset + len) (len > 0, inside the
  * disk) whose clusters are all read from the overlay or all from the base, and which of
  * the two (present: the overlay). A cluster whose first write is in flight is read
- * from the base: a read racing that write sees the old data, not the hole. */
+ * from the base: a read racing that write sees the old data, not the hole, until that
+ * write or another write over the cluster ends (clearing only a request's own clusters
+ * would send reads of a write that completed to the base). */
 uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uint64_t len,
 			 bool *present);
 

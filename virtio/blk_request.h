@@ -112,7 +112,8 @@ struct blk_request {
 	bool writing_zeroes; /* the filesystem refused to zero range[range_next] */
 
 	/* On an overlay disk: the span of the writes prepared (blk_overlay_prepare_write),
-	 * which end (blk_overlay_write_done) when the request is answered or dropped. */
+	 * which end (blk_overlay_write_done) when the request is answered or dropped. For
+	 * several ranges (WRITE_ZEROES) their union: it must cover every range. */
 	uint64_t overlay_offset;
 	uint64_t overlay_len;
 

@@ -335,6 +335,7 @@ static void cli_copies_commit(struct cli_copies *all)
 	if (!controllers) {
 		fprintf(stderr, "mote: error: out of memory\n");
 		all->failed = true;
+		all->commit_error = -ENOMEM;
 		return;
 	}
 	for (unsigned i = 0; i < all->expected; i++)

@@ -165,9 +165,9 @@ MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **v
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with
- * MOTE_EXIT_ERROR and error -EINTR. Safe to call at any time before mote_vm_destroy():
- * a call that began before mote_vm_run() returned has returned by then, so the thread
- * that ran the VM may destroy it at once. */
+ * MOTE_EXIT_ERROR and error -EINTR. Safe to call at any time before mote_vm_destroy().
+ * mote_vm_run() returns only after a stop already at work on the VM is done with it;
+ * still, destroy the VM only once no other thread can be calling into it. */
 MOTE_API void mote_vm_stop(struct mote_vm *vm);
 
 /* Where a VM is in its life. */
@@ -297,8 +297,10 @@ MOTE_API int mote_vm_restore(const struct mote_restore_config *config, struct mo
 
 /* Gives the rebuilt overlays of VMs restored with defer_disk_commit, and not run yet,
  * their names: every overlay of every VM in vms, all or none. Other VMs in vms are
- * skipped. 0, or a negative errno (logged) after which every overlay file is as it was;
- * the VMs can be committed again or destroyed. Not while another call uses one of them. */
+ * skipped. 0, or a negative errno (logged) after which every overlay file is as it was:
+ * -EINTR when one of the VMs was stopped (mote_vm_stop) before it ran, others from the
+ * host. The VMs can then be committed again or destroyed. Not while another call uses
+ * one of them. */
 MOTE_API int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count);
 
 /* Merging a full memory file and diffs taken after it into one full memory file. */

@@ -622,12 +622,13 @@ int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 	return ret;
 }
 
-/* Until the VM ended and vm_end() is done with it: a mote_vm_stop() on another thread
- * returns before mote_vm_run() does, so the embedder may destroy the VM next. */
-static void vm_wait_end(struct mote_vm *vm)
+/* Until a vm_end() at work (a mote_vm_stop() on another thread) is done with the VM,
+ * and with until_ended until the VM ended: mote_vm_run() returns after such a stop, so
+ * the embedder may destroy the VM next. */
+static void vm_wait_end(struct mote_vm *vm, bool until_ended)
 {
 	pthread_mutex_lock(&vm->lock);
-	while (!vm->ended || vm->ending)
+	while ((until_ended && !vm->ended) || vm->ending)
 		pthread_cond_wait(&vm->ended_cond, &vm->lock);
 	pthread_mutex_unlock(&vm->lock);
 }
@@ -646,22 +647,25 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 
 	vm->run_start_ns = clock_now_ns();
 	if (vm->disk_commit_deferred) {
-		/* Stopped before it ran: it never will, and its overlays stay as they were. */
-		if (vm_has_ended(vm)) {
-			vm_wait_end(vm);
+		/* Before anything runs: the guest must not write to an overlay that would
+		 * not take its name. A VM stopped before it ran never will (the commit
+		 * refuses it), and its overlays stay as they were. */
+		ret = mote_vm_commit_disks(&vm, 1);
+		if (ret && vm_has_ended(vm)) {
+			vm_wait_end(vm, true);
 			vm_exit_report(vm, exit);
 			return 0;
 		}
-		/* Before anything runs: the guest must not write to an overlay that would
-		 * not take its name. */
-		ret = mote_vm_commit_disks(&vm, 1);
-		if (ret)
+		if (ret) {
+			vm_wait_end(vm, false);
 			return ret;
+		}
 	}
 	if (vm->console_in_fd >= 0) {
 		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
 		if (err) {
 			log_error(&vm->log, "starting the console thread: %s", strerror(err));
+			vm_wait_end(vm, false);
 			return -err;
 		}
 		vm->console_thread_started = true;
@@ -693,7 +697,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 		pthread_mutex_unlock(&vm->lock);
 	}
 
-	vm_wait_end(vm);
+	vm_wait_end(vm, true);
 
 	/* vm_end() kicked the vCPUs it knew were started; one that this thread was still
 	 * starting at that moment may have entered KVM_RUN unkicked. Kick them all again:

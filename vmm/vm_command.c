@@ -478,7 +478,12 @@ int vm_controller_commit_disks(struct vm_controller *const *cs, unsigned count)
 		vms[i] = cs[i]->vm;
 		pthread_mutex_unlock(&cs[i]->lock);
 	}
-	int ret = mote_vm_commit_disks(vms, count);
+	int ret = 0;
+	for (unsigned i = 0; i < count && !ret; i++)
+		if (!vms[i])
+			ret = -EINTR; /* stopped, or ended already: none may run */
+	if (!ret)
+		ret = mote_vm_commit_disks(vms, count);
 	for (unsigned i = count; i-- > 0;)
 		pthread_mutex_unlock(&cs[i]->command_lock);
 	free(vms);

@@ -148,7 +148,8 @@ int vm_controller_run(struct vm_controller *c, struct mote_exit *exit);
 void vm_controller_stop(struct vm_controller *c);
 
 /* mote_vm_commit_disks() for the VMs of several controllers at once, none of them
- * running yet, each held against commands meanwhile. 0 or a negative errno (logged). */
+ * running yet, each held against commands meanwhile. 0 or a negative errno (logged);
+ * -EINTR when a controller has no VM or one was stopped: then nothing is committed. */
 int vm_controller_commit_disks(struct vm_controller *const *cs, unsigned count);
 
 /* How many errors the library has logged through the controller: a caller compares the

@@ -105,14 +105,17 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
-	/* Restored paused, not run yet: the event thread and the vCPUs start with
-	 * mote_vm_run(), which a resume now would race. */
+	/* Restored paused and mote_vm_run() not there yet: the VM becomes one to start
+	 * running, and mote_vm_run() starts its event thread and vCPUs (starting them here
+	 * would race it). Decided under the lock mote_vm_run() reads the state with. */
 	pthread_mutex_lock(&vm->lock);
-	bool run_started = vm->run_started;
+	bool before_run = !vm->run_started;
+	if (before_run)
+		vm->state = MOTE_VM_CREATED;
 	pthread_mutex_unlock(&vm->lock);
-	if (!run_started) {
-		log_error(&vm->log, "resume: the VM has not been started yet");
-		return -EINVAL;
+	if (before_run) {
+		log_debug(&vm->log, "resumed before it ran: it starts running");
+		return 0;
 	}
 	if (vm->clock_saved) {
 		/* flags 0: the value as saved, not advanced by the host's real time passed

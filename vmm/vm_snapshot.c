@@ -621,7 +621,16 @@ int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 	for (unsigned i = 0; i < count; i++)
 		if (vms[i] && vms[i]->disk_commit_deferred)
 			deferred[n++] = vms[i];
-	int ret = n ? vm_devices_commit_restores(deferred, n) : 0;
+	int ret = 0;
+	/* A VM stopped before it ran never will: none commits (all or none). */
+	for (unsigned i = 0; i < n && !ret; i++)
+		if (vm_has_ended(deferred[i])) {
+			log_info(&deferred[i]->log, "the VM was stopped before it ran: its disks "
+						    "keep their overlays as they were");
+			ret = -EINTR;
+		}
+	if (!ret && n)
+		ret = vm_devices_commit_restores(deferred, n);
 	for (unsigned i = 0; i < n && !ret; i++)
 		deferred[i]->disk_commit_deferred = false;
 	free(deferred);
