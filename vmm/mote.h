@@ -249,7 +249,9 @@ struct mote_restore_config {
 	struct mote_net_override net_overrides[MOTE_MAX_NETS];
 	const char *vsock_uds_path; /* NULL: the snapshot's */
 	bool track_dirty_pages;	    /* for diff snapshots of the restored VM */
-	bool paused;		    /* mote_vm_run() starts the VM paused */
+	/* mote_vm_run() starts the VM paused. Until it has started it, mote_vm_resume()
+	 * and mote_vm_pause() only choose how it starts (running, or paused again). */
+	bool paused;
 	/* Read every page of the memory files before the restore and compare each file's
 	 * content with the checksum written with it: a file changed or damaged since the
 	 * snapshot is refused instead of giving the guest garbage. It checks the files as

@@ -77,7 +77,8 @@ void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const c
 		vsnprintf(vm->exit.message, sizeof(vm->exit.message), fmt, args);
 		va_end(args);
 	}
-	vm->exit.run_ns = clock_now_ns() - vm->run_start_ns;
+	/* 0 for a VM stopped before mote_vm_run() started it. */
+	vm->exit.run_ns = vm->run_start_ns ? clock_now_ns() - vm->run_start_ns : 0;
 	vm->ending = true;
 	pthread_cond_broadcast(&vm->ended_cond);
 	pthread_cond_broadcast(&vm->pause_cond); /* parked vCPUs leave, a pause gives up */
@@ -677,6 +678,15 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	vm->pause_requested = start_paused;
 	vm->run_started = true;
 	pthread_mutex_unlock(&vm->lock);
+	/* A restored VM's clock goes on from the snapshot's, however long the VM waited
+	 * since its restore (for the other copies of a fork, say): flags 0, the value as
+	 * saved (api.rst 4.98). One that starts paused gets it at its resume. */
+	if (!start_paused && vm->restored && vm->clock_saved) {
+		struct kvm_clock_data clock = {.clock = vm->paused_clock.clock};
+		if (ioctl(vm->vm_fd, KVM_SET_CLOCK, &clock) < 0)
+			log_warn(&vm->log, "KVM_SET_CLOCK: %s", strerror(errno));
+		vm->clock_saved = false;
+	}
 	if (!start_paused) {
 		ret = event_loop_start(&vm->events);
 		if (ret)

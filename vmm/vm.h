@@ -78,8 +78,9 @@ struct mote_vm {
 
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
 	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
-	/* mote_vm_run() has started (or is starting) the VM's threads: before that, a VM
-	 * restored paused cannot be resumed (nothing would run it). Guarded by lock. */
+	/* mote_vm_run() has started (or is starting) the VM's threads: before that, a
+	 * restored VM's pause or resume only says how it is to start (vm_pause.c).
+	 * Guarded by lock. */
 	bool run_started;
 	/* Restored with defer_disk_commit: the overlays take their names in mote_vm_run(). */
 	bool disk_commit_deferred;

@@ -68,11 +68,28 @@ static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
 	pthread_mutex_unlock(&vm->lock);
 }
 
+/* A restored VM that mote_vm_run() has not started yet has no threads to stop or
+ * start: a pause or a resume only chooses how it is to start, paused (state PAUSED) or
+ * running (CREATED), decided under the lock mote_vm_run() reads the state with. True
+ * when the VM was in that window and took state. */
+static bool vm_choose_start(struct mote_vm *vm, enum mote_vm_state state)
+{
+	pthread_mutex_lock(&vm->lock);
+	bool before_run = vm->restored && !vm->run_started &&
+			  (vm->state == MOTE_VM_CREATED || vm->state == MOTE_VM_PAUSED);
+	if (before_run)
+		vm->state = state;
+	pthread_mutex_unlock(&vm->lock);
+	return before_run;
+}
+
 int vm_pause_locked(struct mote_vm *vm)
 {
 	enum mote_vm_state state = mote_vm_get_state(vm);
 	int64_t start_ns = clock_now_ns();
 
+	if (vm_choose_start(vm, MOTE_VM_PAUSED))
+		return 0;
 	if (state == MOTE_VM_PAUSED)
 		return 0;
 	if (state != MOTE_VM_RUNNING)
@@ -101,22 +118,14 @@ int vm_resume_locked(struct mote_vm *vm)
 {
 	enum mote_vm_state state = mote_vm_get_state(vm);
 
+	/* mote_vm_run() starts the event thread and vCPUs: starting them here would race
+	 * it (a second event thread). */
+	if (vm_choose_start(vm, MOTE_VM_CREATED))
+		return 0;
 	if (state == MOTE_VM_RUNNING)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
-	/* Restored paused and mote_vm_run() not there yet: the VM becomes one to start
-	 * running, and mote_vm_run() starts its event thread and vCPUs (starting them here
-	 * would race it). Decided under the lock mote_vm_run() reads the state with. */
-	pthread_mutex_lock(&vm->lock);
-	bool before_run = !vm->run_started;
-	if (before_run)
-		vm->state = MOTE_VM_CREATED;
-	pthread_mutex_unlock(&vm->lock);
-	if (before_run) {
-		log_debug(&vm->log, "resumed before it ran: it starts running");
-		return 0;
-	}
 	if (vm->clock_saved) {
 		/* flags 0: the value as saved, not advanced by the host's real time passed
 		 * (KVM_CLOCK_REALTIME, api.rst 4.98). */
