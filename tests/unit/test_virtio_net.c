@@ -1196,6 +1196,20 @@ static void one_call_receives_at_most_the_budget(void **state)
 	assert_int_equal(f->transport.interrupts[RX], 2);
 }
 
+/* The peer sends a 100-byte frame, seeded seed, into a fresh 2048-byte buffer: it
+ * arrives whole, and the used ring then holds used_after entries. */
+static void receive_one_frame(struct fixture *f, uint8_t seed, uint16_t used_after)
+{
+	struct virtio_net_hdr_mrg_rxbuf h = plain_header();
+	uint64_t buf = offer_rx_buffer(f, 2048, NULL);
+
+	notify(f, RX);
+	peer_send(f, &h, 100, seed);
+	pump(f);
+	assert_int_equal(used(f, RX)->idx, used_after);
+	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, seed, 0);
+}
+
 static void frames_arriving_before_activation_are_dropped(void **state)
 {
 	struct fixture *f = *state;
@@ -1208,12 +1222,7 @@ static void frames_arriving_before_activation_are_dropped(void **state)
 	assert_int_equal(recv(f->fd, f->packet, sizeof(f->packet), MSG_DONTWAIT), -1);
 
 	activate(f, ALL_FEATURES, false);
-	uint64_t buf = offer_rx_buffer(f, 2048, NULL);
-	notify(f, RX);
-	peer_send(f, &h, 100, 9);
-	pump(f);
-	assert_int_equal(used(f, RX)->idx, 1);
-	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, 9, 0);
+	receive_one_frame(f, 9, 1);
 }
 
 static void broken_receive_chain_needs_a_reset_and_frames_are_dropped(void **state)
@@ -1236,18 +1245,13 @@ static void broken_receive_chain_needs_a_reset_and_frames_are_dropped(void **sta
 
 /* The transport set DEVICE_NEEDS_RESET (a driver that disabled a queue of the running
  * device, say): frames from the TAP, which no notification gates, no longer reach the
- * receive queue, and transmit chains are not taken either. */
+ * receive queue until a reset. */
 static void frames_are_dropped_while_the_transport_waits_for_a_reset(void **state)
 {
 	struct fixture *f = *state;
 	struct virtio_net_hdr_mrg_rxbuf h = plain_header();
 
-	uint64_t buf = offer_rx_buffer(f, 2048, NULL);
-	notify(f, RX);
-	peer_send(f, &h, 100, 1);
-	pump(f);
-	assert_int_equal(used(f, RX)->idx, 1);
-	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, 1, 0);
+	receive_one_frame(f, 1, 1);
 
 	offer_rx_buffer(f, 2048, NULL);
 	notify(f, RX);
@@ -1259,12 +1263,7 @@ static void frames_are_dropped_while_the_transport_waits_for_a_reset(void **stat
 
 	reset(f);
 	activate(f, ALL_FEATURES, false);
-	buf = offer_rx_buffer(f, 2048, NULL);
-	notify(f, RX);
-	peer_send(f, &h, 100, 3);
-	pump(f);
-	assert_int_equal(used(f, RX)->idx, 1);
-	assert_pattern(guest(f, buf + HDR_LEN, 100), 100, 3, 0);
+	receive_one_frame(f, 3, 1);
 }
 
 static void receive_buffer_offered_again_while_held_needs_a_reset(void **state)
