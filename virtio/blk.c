@@ -104,9 +104,8 @@ static void blk_serve_waiting_chain(struct virtio_blk *blk)
 
 static void blk_break(struct virtio_blk *blk, const char *what)
 {
-	vdev_complain(&blk->dev, &blk->log, "%s: %s; the device needs a reset", blk->name, what);
 	blk->broken = true;
-	vdev_needs_reset(&blk->dev);
+	vdev_needs_reset(&blk->dev, &blk->log, what);
 }
 
 /* Whether a request more may start: while requests in flight are charged less than the

@@ -22,14 +22,14 @@ static void mmio_raise(struct virtio_mmio *mmio, uint32_t cause)
 }
 
 /* The driver broke a rule: the device stops and asks for a reset (§2.1.2), and a driver
- * that already runs it hears about it through a config-change interrupt. */
+ * that already runs it hears about it through a config-change interrupt. why is logged
+ * (once per reset); NULL when the device has said it already (vdev_needs_reset). */
 static void mmio_needs_reset(struct virtio_mmio *mmio, const char *why)
 {
-	if (!mmio->complained) {
-		mmio->complained = true;
+	if (why && !mmio->complained)
 		vdev_complain(mmio->dev, mmio->log, "%s: %s; the device needs a reset",
 			      mmio->dev->name, why);
-	}
+	mmio->complained = true;
 	mmio->dev->needs_reset = true;
 	if (mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET)
 		return;
@@ -56,7 +56,7 @@ static void mmio_signal_config(void *transport)
 
 static void mmio_device_needs_reset(void *transport)
 {
-	mmio_needs_reset(transport, "the driver broke the virtqueue protocol");
+	mmio_needs_reset(transport, NULL);
 }
 
 /* Through the queue's notifier, which the event thread serves: the same path as a

@@ -22,9 +22,8 @@
 
 void net_break(struct virtio_net *net, const char *what)
 {
-	vdev_complain(&net->dev, &net->log, "%s: %s; the device needs a reset", net->name, what);
 	net->broken = true;
-	vdev_needs_reset(&net->dev);
+	vdev_needs_reset(&net->dev, &net->log, what);
 }
 
 /* Makes the loop watch the fd for what the flags ask. On the event thread only. */
@@ -139,12 +138,14 @@ static enum net_tx_result tx_send(struct virtio_net *net, const struct virtq_cha
 	}
 	/* What the guest's frame caused counts among its driver's warnings; the host's
 	 * own failures (a TAP gone down) are always told once after a reset. */
-	if (!net->tx_error_logged && (errno == EINVAL || errno == EFAULT || errno == EMSGSIZE))
-		vdev_complain(&net->dev, &net->log, "%s: the backend refused a frame: %s",
-			      net->name, strerror(errno));
-	else if (!net->tx_error_logged)
-		log_warn(&net->log, "%s: the backend refused a frame: %s", net->name,
-			 strerror(errno));
+	if (!net->tx_error_logged) {
+		if (net_frame_error(errno))
+			vdev_complain(&net->dev, &net->log, "%s: the backend refused a frame: %s",
+				      net->name, strerror(errno));
+		else
+			log_warn(&net->log, "%s: the backend refused a frame: %s", net->name,
+				 strerror(errno));
+	}
 	net->tx_error_logged = true;
 	net->stats.tx_errors++;
 	return NET_TX_DONE;

@@ -4,6 +4,7 @@
 #ifndef MOTE_VIRTIO_NET_DEVICE_H
 #define MOTE_VIRTIO_NET_DEVICE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -86,6 +87,13 @@ static inline struct virtq *net_txq(struct virtio_net *net)
 static inline bool net_has(const struct virtio_net *net, unsigned feature)
 {
 	return net->dev.driver_features & (1ULL << feature);
+}
+
+/* Whether a read or write error of the backend concerns that one frame (one the TAP
+ * cannot express, or a guest's malformed one), not the backend itself. */
+static inline bool net_frame_error(int err)
+{
+	return err == EINVAL || err == EFAULT || err == EMSGSIZE;
 }
 
 static inline bool net_live(const struct virtio_net *net)

@@ -248,7 +248,7 @@ static ssize_t rx_read(struct virtio_net *net, const struct iovec *iov, unsigned
 		return -EINTR;
 	if (got == 0) {
 		rx_backend_failed(net, "end of file");
-	} else if (errno == EINVAL || errno == EFAULT || errno == EMSGSIZE) {
+	} else if (net_frame_error(errno)) {
 		/* That frame could not be given (a TAP refuses to express its offloads, say)
 		 * and is gone; the next may be. */
 		net->stats.rx_dropped++;

@@ -35,8 +35,9 @@ void vdev_complain(struct vdev *dev, const struct mote_log *log, const char *fmt
 		     : "");
 }
 
-void vdev_needs_reset(struct vdev *dev)
+void vdev_needs_reset(struct vdev *dev, const struct mote_log *log, const char *what)
 {
+	vdev_complain(dev, log, "%s: %s; the device needs a reset", dev->name, what);
 	dev->needs_reset = true;
 	if (dev->transport_ops)
 		dev->transport_ops->needs_reset(dev->transport);

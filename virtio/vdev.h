@@ -137,8 +137,9 @@ struct vdev {
  * chains pushed since old_used_idx. */
 void vdev_notify_used(struct vdev *dev, uint16_t q, uint16_t old_used_idx);
 
-/* The driver broke the protocol: the device stops and waits for a reset (§2.1.2). */
-void vdev_needs_reset(struct vdev *dev);
+/* The driver broke the protocol: a warning saying what it did (vdev_complain, through
+ * log, which may be NULL), and the device stops and waits for a reset (§2.1.2). */
+void vdev_needs_reset(struct vdev *dev, const struct mote_log *log, const char *what);
 
 /* Logs a warning about the driver's behaviour through log, as a warning for the first
  * VDEV_COMPLAINTS_MAX of the device's life (the last one says that later ones are not),

@@ -43,9 +43,8 @@ static struct virtq *queue(struct virtio_vsock *vs, uint16_t q)
 
 static void vsock_break(struct virtio_vsock *vs, const char *what)
 {
-	vdev_complain(&vs->dev, &vs->log, "%s: %s; the device needs a reset", vs->name, what);
 	vs->broken = true;
-	vdev_needs_reset(&vs->dev);
+	vdev_needs_reset(&vs->dev, &vs->log, what);
 }
 
 /* The next chain of queue q: 1, 0 when there is none, -EIO when the queue is broken.

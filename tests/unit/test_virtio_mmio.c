@@ -501,7 +501,7 @@ static void a_device_needing_reset_gets_no_more_notifications(void **state)
 
 	bring_up(f);
 	eventfd_take(f->mmio.irq_fd);
-	vdev_needs_reset(&f->fake.dev);
+	vdev_needs_reset(&f->fake.dev, NULL, "a broken chain");
 	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
 	/* §2.1.2: a running driver hears about it through a config-change interrupt. */
 	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
