@@ -297,8 +297,6 @@ int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns)
 	return code;
 }
 
-struct cli_copies;
-
 /* One of the copies `mote restore --copies N` forks in this process. */
 struct cli_copy {
 	struct vm_controller controller;
@@ -313,12 +311,12 @@ struct cli_copy {
 struct cli_copies {
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
-	struct cli_copy *copies;
-	unsigned restored; /* copies past their restore, failed or not */
-	unsigned expected; /* copies whose thread started */
-	bool failed;	   /* a copy could not be restored: none of them runs */
-	bool decided;	   /* the overlays were committed, or failed is final */
-	int commit_error;  /* the commit's negative errno, which failed them all */
+	struct vm_controller **controllers; /* the copies', in order */
+	unsigned restored;		    /* copies past their restore, failed or not */
+	unsigned expected;		    /* copies whose thread started */
+	bool failed;			    /* a copy could not be restored: none of them runs */
+	bool decided;			    /* the overlays were committed, or failed is final */
+	int commit_error;		    /* the commit's negative errno, which failed them all */
 };
 
 /* Once every copy is restored: all the copies' overlays take their names at once, or
@@ -326,24 +324,12 @@ struct cli_copies {
  * all->lock, by the first copy to get there. */
 static void cli_copies_commit(struct cli_copies *all)
 {
-	struct vm_controller **controllers;
-
 	all->decided = true;
 	if (all->failed)
 		return;
-	controllers = calloc(all->expected ? all->expected : 1, sizeof(*controllers));
-	if (!controllers) {
-		fprintf(stderr, "mote: error: out of memory\n");
-		all->failed = true;
-		all->commit_error = -ENOMEM;
-		return;
-	}
-	for (unsigned i = 0; i < all->expected; i++)
-		controllers[i] = &all->copies[i].controller;
-	all->commit_error = vm_controller_commit_disks(controllers, all->expected);
+	all->commit_error = vm_controller_commit_disks(all->controllers, all->expected);
 	if (all->commit_error)
 		all->failed = true;
-	free(controllers);
 }
 
 /* Restores one copy, waits until all are restored, and runs it to its end, so that
@@ -386,7 +372,7 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 	struct cli_copy *copies = calloc(n, sizeof(*copies));
 	struct vm_controller **controllers = calloc(n, sizeof(*controllers));
 	struct signal_thread_args signals = {.controllers = controllers, .count = n};
-	struct cli_copies all = {.copies = copies, .expected = n};
+	struct cli_copies all = {.controllers = controllers, .expected = n};
 	unsigned ready = 0, started = 0;
 	int code = CLI_EXIT_VM_FAILED;
 

@@ -425,10 +425,7 @@ struct timespec vcpu_rekick_deadline(void)
 
 void vcpu_join(struct vcpu *vcpu)
 {
-	pthread_mutex_lock(&vcpu->kick_lock);
-	bool started = vcpu->thread_started;
-	pthread_mutex_unlock(&vcpu->kick_lock);
-	if (!started)
+	if (!vcpu->thread_started)
 		return;
 	for (;;) {
 		struct timespec until = vcpu_rekick_deadline();
@@ -436,9 +433,7 @@ void vcpu_join(struct vcpu *vcpu)
 			break;
 		vcpu_kick(vcpu);
 	}
-	pthread_mutex_lock(&vcpu->kick_lock);
 	vcpu->thread_started = false;
-	pthread_mutex_unlock(&vcpu->kick_lock);
 }
 
 void vcpu_destroy(struct vcpu *vcpu)

@@ -647,7 +647,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	int ret = 0;
 
 	vm->run_start_ns = clock_now_ns();
-	if (vm->disk_commit_deferred) {
+	if (vm->disks_uncommitted) {
 		/* Before anything runs: the guest must not write to an overlay that would
 		 * not take its name. A VM stopped before it ran never will (the commit
 		 * refuses it), and its overlays stay as they were. */

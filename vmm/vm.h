@@ -82,8 +82,9 @@ struct mote_vm {
 	 * restored VM's pause or resume only says how it is to start (vm_pause.c).
 	 * Guarded by lock. */
 	bool run_started;
-	/* Restored with defer_disk_commit: the overlays take their names in mote_vm_run(). */
-	bool disk_commit_deferred;
+	/* Restored, its overlays not committed yet (mote_vm_commit_disks): at the end of the
+	 * restore, or with defer_disk_commit in mote_vm_run(). */
+	bool disks_uncommitted;
 	bool exit_at_boot; /* end the VM at the guest's boot-complete write */
 	bool track_dirty;  /* KVM dirty log on the memory slots, monitor writes recorded */
 	uint64_t *dirty;   /* pages written since the last snapshot, gathered (vm_snapshot.c) */

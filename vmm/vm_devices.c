@@ -222,11 +222,6 @@ int vm_devices_load(struct mote_vm *vm, struct snap_reader *r)
 	return ret;
 }
 
-int vm_devices_commit_restore(struct mote_vm *vm)
-{
-	return virtio_blk_commit_overlays(vm->disks, vm->disk_count);
-}
-
 int vm_devices_commit_restores(struct mote_vm *const *vms, unsigned count)
 {
 	unsigned total = 0;

@@ -24,12 +24,10 @@ int vm_devices_create(struct mote_vm *vm, const struct mote_config *config);
 int vm_devices_save(struct mote_vm *vm, struct snap_writer *w);
 int vm_devices_load(struct mote_vm *vm, struct snap_reader *r);
 
-/* The last step of a restore, once everything loaded: the disks' restored overlays take
- * their names, all or none (virtio_blk_commit_overlays), so that a restore that fails
- * leaves the overlays named as they were. 0 or a negative errno, logged. */
-int vm_devices_commit_restore(struct mote_vm *vm);
-
-/* The same for several VMs at once: every disk of every VM in vms, all or none. */
+/* The last step of a restore, once everything loaded (mote_vm_commit_disks): the
+ * restored overlays of every disk of every VM in vms take their names, all or none
+ * (virtio_blk_commit_overlays), so that a restore that fails leaves the overlays named
+ * as they were. 0 or a negative errno, logged. */
 int vm_devices_commit_restores(struct mote_vm *const *vms, unsigned count);
 
 /* After a restore loaded everything, before the event thread starts: devices resume

@@ -589,10 +589,11 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 	}
 	if (!ret)
 		ret = vm_restore_state(vm, config, &files, &payload);
-	if (!ret && config->defer_disk_commit)
-		vm->disk_commit_deferred = true;
-	else if (!ret)
-		ret = vm_devices_commit_restore(vm);
+	if (!ret) {
+		vm->disks_uncommitted = true;
+		if (!config->defer_disk_commit)
+			ret = mote_vm_commit_disks(&vm, 1);
+	}
 	if (!ret) {
 		memcpy(vm->snapshot_id, memory_identity.id, SNAPSHOT_ID_SIZE);
 		vm->has_snapshot_id = true;
@@ -613,26 +614,27 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 
 int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 {
-	struct mote_vm **deferred = calloc(count ? count : 1, sizeof(*deferred));
+	struct mote_vm **uncommitted = calloc(count ? count : 1, sizeof(*uncommitted));
 	unsigned n = 0;
 
-	if (!deferred)
+	if (!uncommitted)
 		return -ENOMEM;
 	for (unsigned i = 0; i < count; i++)
-		if (vms[i] && vms[i]->disk_commit_deferred)
-			deferred[n++] = vms[i];
+		if (vms[i] && vms[i]->disks_uncommitted)
+			uncommitted[n++] = vms[i];
 	int ret = 0;
 	/* A VM stopped before it ran never will: none commits (all or none). */
 	for (unsigned i = 0; i < n && !ret; i++)
-		if (vm_has_ended(deferred[i])) {
-			log_info(&deferred[i]->log, "the VM was stopped before it ran: its disks "
-						    "keep their overlays as they were");
+		if (vm_has_ended(uncommitted[i])) {
+			log_info(&uncommitted[i]->log,
+				 "the VM was stopped before it ran: its disks "
+				 "keep their overlays as they were");
 			ret = -EINTR;
 		}
 	if (!ret && n)
-		ret = vm_devices_commit_restores(deferred, n);
+		ret = vm_devices_commit_restores(uncommitted, n);
 	for (unsigned i = 0; i < n && !ret; i++)
-		deferred[i]->disk_commit_deferred = false;
-	free(deferred);
+		uncommitted[i]->disks_uncommitted = false;
+	free(uncommitted);
 	return ret;
 }
