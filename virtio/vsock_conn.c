@@ -10,15 +10,14 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define RING_SIZE VSOCK_CONN_BUF_ALLOC
-
-struct vsock_conn *vsock_conn_new(int fd)
+struct vsock_conn *vsock_conn_new(int fd, uint32_t buf_alloc)
 {
 	struct vsock_conn *conn = calloc(1, sizeof(*conn));
 
 	if (conn) {
 		conn->fd = fd;
 		conn->state = VSOCK_CONN_AWAIT_LINE;
+		conn->buf_alloc = buf_alloc;
 	}
 	return conn;
 }
@@ -61,7 +60,7 @@ static uint32_t peer_free(const struct vsock_conn *conn)
 
 static uint32_t our_free(const struct vsock_conn *conn)
 {
-	return VSOCK_CONN_BUF_ALLOC - (conn->rx_cnt - conn->fwd_cnt);
+	return conn->buf_alloc - (conn->rx_cnt - conn->fwd_cnt);
 }
 
 /* Whether host bytes may still go to the guest. */
@@ -83,9 +82,12 @@ static bool wants_data(const struct vsock_conn *conn)
 	return reads_host(conn) && conn->host_readable;
 }
 
+/* A CREDIT_UPDATE goes to the guest once a quarter of buf_alloc more was forwarded
+ * since the last fwd_cnt it saw. A guest waiting for credit has buf_alloc outstanding,
+ * so it always gets one. */
 static void maybe_credit_update(struct vsock_conn *conn)
 {
-	if (conn->fwd_cnt - conn->last_fwd_cnt_sent >= VSOCK_CONN_CREDIT_THRESHOLD)
+	if (conn->fwd_cnt - conn->last_fwd_cnt_sent >= conn->buf_alloc / 4)
 		conn->owed |= VSOCK_OWE_CREDIT_UPDATE;
 }
 
@@ -138,17 +140,18 @@ static ssize_t send_iov(int fd, struct iovec *iov, int count)
 	return errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN : -errno;
 }
 
-static int txbuf_append(struct vsock_txbuf *buf, const struct virtq_chain *chain, uint64_t offset,
-			uint32_t len)
+static int txbuf_append(struct vsock_txbuf *buf, uint32_t size, const struct virtq_chain *chain,
+			uint64_t offset, uint32_t len)
 {
 	if (!buf->data) {
-		buf->data = malloc(RING_SIZE);
+		buf->data = malloc(size);
 		if (!buf->data)
 			return -ENOMEM;
+		buf->size = size;
 		buf->head = 0;
 	}
-	uint32_t tail = (buf->head + buf->len) % RING_SIZE;
-	uint32_t first = len < RING_SIZE - tail ? len : RING_SIZE - tail;
+	uint32_t tail = (buf->head + buf->len) % buf->size;
+	uint32_t first = len < buf->size - tail ? len : buf->size - tail;
 	if (virtq_chain_read(chain, offset, buf->data + tail, first) != 0 ||
 	    virtq_chain_read(chain, offset + first, buf->data, len - first) != 0)
 		return -EFAULT;
@@ -159,7 +162,7 @@ static int txbuf_append(struct vsock_txbuf *buf, const struct virtq_chain *chain
 /* Writes what the tx buffer holds to the host socket: bytes written or -errno. */
 static ssize_t txbuf_flush(struct vsock_txbuf *buf, int fd)
 {
-	uint32_t first = buf->len < RING_SIZE - buf->head ? buf->len : RING_SIZE - buf->head;
+	uint32_t first = buf->len < buf->size - buf->head ? buf->len : buf->size - buf->head;
 	struct iovec iov[2] = {
 	    {buf->data + buf->head, first},
 	    {buf->data, buf->len - first},
@@ -168,7 +171,7 @@ static ssize_t txbuf_flush(struct vsock_txbuf *buf, int fd)
 
 	if (n <= 0)
 		return n;
-	buf->head = (buf->head + (uint32_t)n) % RING_SIZE;
+	buf->head = (buf->head + (uint32_t)n) % buf->size;
 	buf->len -= (uint32_t)n;
 	if (buf->len == 0) {
 		free(buf->data);
@@ -226,8 +229,8 @@ static enum vsock_verdict guest_data(struct vsock_conn *conn, const struct vsock
 		sent = n > 0 ? (uint32_t)n : 0;
 	}
 	conn->fwd_cnt += sent;
-	if (sent < pkt->len &&
-	    txbuf_append(&conn->txbuf, chain, VSOCK_HDR_SIZE + (uint64_t)sent, pkt->len - sent))
+	if (sent < pkt->len && txbuf_append(&conn->txbuf, conn->buf_alloc, chain,
+					    VSOCK_HDR_SIZE + (uint64_t)sent, pkt->len - sent))
 		return VSOCK_RESET;
 	maybe_credit_update(conn);
 	return VSOCK_KEEP;
@@ -432,7 +435,7 @@ bool vsock_conn_to_guest(struct vsock_conn *conn, uint64_t guest_cid,
 		return false;
 
 	/* §5.10.6.3: every packet tells the guest our credit. */
-	pkt.buf_alloc = VSOCK_CONN_BUF_ALLOC;
+	pkt.buf_alloc = conn->buf_alloc;
 	pkt.fwd_cnt = conn->fwd_cnt;
 	conn->last_fwd_cnt_sent = conn->fwd_cnt;
 	conn->owed &= ~VSOCK_OWE_CREDIT_UPDATE;

@@ -6,7 +6,7 @@
  * straight into a guest rx buffer, and only when the guest has credit for them, so a
  * guest that stops reading stops the host writer through its socket. Guest bytes go
  * straight to the host socket; what it refuses (EAGAIN) waits in the tx buffer, which
- * the credit the device advertises bounds to VSOCK_CONN_BUF_ALLOC.
+ * the credit the device advertises bounds to the connection's buf_alloc.
  *
  * The functions here do the connection's own work and say what the multiplexer
  * (vsock_mux.c) must do next: keep it, close it, or close it with an RST to the guest. */
@@ -21,13 +21,13 @@
 #include "vsock_packet.h"
 #include "vsock_uds.h"
 
-/* The receive buffer the device advertises per connection (buf_alloc): what the guest
- * may send before the host socket took it. */
+/* The receive buffer the device advertises for a connection (buf_alloc): what the guest
+ * may send before the host socket took it, and so what mote may have to hold for it.
+ * A connection gets the full size while the device's budget lasts (vsock_mux.h), the
+ * small one after that; it keeps its size for life, because a Linux 6.1 guest whose
+ * peer shrinks buf_alloc below what it has in flight computes a wrapped credit. */
 #define VSOCK_CONN_BUF_ALLOC (256u * 1024u)
-/* A CREDIT_UPDATE goes to the guest once this much more was forwarded since the last
- * fwd_cnt it saw. A guest waiting for credit has VSOCK_CONN_BUF_ALLOC outstanding, so
- * it always gets one. */
-#define VSOCK_CONN_CREDIT_THRESHOLD (VSOCK_CONN_BUF_ALLOC / 4)
+#define VSOCK_CONN_BUF_ALLOC_SMALL (16u * 1024u)
 
 enum vsock_conn_state {
 	VSOCK_CONN_AWAIT_LINE,	/* a host client, its "CONNECT <port>\n" still coming */
@@ -49,10 +49,11 @@ enum vsock_verdict {
 #define VSOCK_OWE_CREDIT_UPDATE 4u
 #define VSOCK_OWE_CREDIT_REQUEST 8u
 
-/* Guest bytes the host socket has not taken: a ring of VSOCK_CONN_BUF_ALLOC bytes,
- * allocated while it holds any. */
+/* Guest bytes the host socket has not taken: a ring of the connection's buf_alloc
+ * bytes, allocated while it holds any. */
 struct vsock_txbuf {
 	uint8_t *data;
+	uint32_t size;
 	uint32_t head;
 	uint32_t len;
 };
@@ -60,6 +61,7 @@ struct vsock_txbuf {
 struct vsock_conn {
 	int fd;
 	enum vsock_conn_state state;
+	uint32_t buf_alloc;  /* ours, advertised to the guest */
 	uint32_t local_port; /* the host side's port */
 	uint32_t peer_port;  /* the guest's port */
 
@@ -102,8 +104,9 @@ struct vsock_conn {
 	struct vsock_conn *rx_prev, *rx_next;
 };
 
-/* A connection for the host socket fd, in state AWAIT_LINE; NULL without memory. */
-struct vsock_conn *vsock_conn_new(int fd);
+/* A connection for the host socket fd, in state AWAIT_LINE, that advertises buf_alloc
+ * (a VSOCK_CONN_BUF_ALLOC*); NULL without memory. */
+struct vsock_conn *vsock_conn_new(int fd, uint32_t buf_alloc);
 
 /* Closes the host socket and frees the tx buffer; the struct stays for the caller. */
 void vsock_conn_release(struct vsock_conn *conn);

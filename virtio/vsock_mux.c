@@ -175,6 +175,15 @@ static void listener_resume(struct vsock_mux *mux)
 		mux->listen_paused = false;
 }
 
+/* A new connection for the host socket fd, with the buf_alloc the budget leaves it
+ * (VSOCK_MUX_CREDIT_BUDGET); NULL without memory. */
+static struct vsock_conn *conn_new(const struct vsock_mux *mux, int fd)
+{
+	bool full = mux->credit_granted + VSOCK_CONN_BUF_ALLOC <= VSOCK_MUX_CREDIT_BUDGET;
+
+	return vsock_conn_new(fd, full ? VSOCK_CONN_BUF_ALLOC : VSOCK_CONN_BUF_ALLOC_SMALL);
+}
+
 /* Takes a new connection (its fd already set up) into the multiplexer. */
 static int conn_add(struct vsock_mux *mux, struct vsock_conn *conn)
 {
@@ -189,6 +198,7 @@ static int conn_add(struct vsock_mux *mux, struct vsock_conn *conn)
 		mux->all->all_prev = conn;
 	mux->all = conn;
 	mux->conn_count++;
+	mux->credit_granted += conn->buf_alloc;
 	return 0;
 }
 
@@ -213,6 +223,7 @@ static void conn_close(struct vsock_mux *mux, struct vsock_conn *conn)
 	conn->all_next = mux->dead;
 	mux->dead = conn;
 	mux->conn_count--;
+	mux->credit_granted -= conn->buf_alloc;
 	listener_resume(mux);
 }
 
@@ -326,7 +337,7 @@ static void on_listener(struct vsock_mux *mux)
 			return; /* the client left meanwhile (ECONNABORTED) */
 		mux->fds_short = false;
 		struct vsock_conn *conn =
-		    mux->conn_count < VSOCK_MAX_CONNECTIONS ? vsock_conn_new(fd) : NULL;
+		    mux->conn_count < VSOCK_MAX_CONNECTIONS ? conn_new(mux, fd) : NULL;
 		if (!conn || conn_add(mux, conn) != 0) {
 			log_warn(mux->log, "%s: a host client refused: %u connections", mux->name,
 				 mux->conn_count);
@@ -391,7 +402,7 @@ static int guest_connect(struct vsock_mux *mux, const struct vsock_pkt *request)
 	int fd = vsock_uds_connect_port(mux->uds_path, request->dst_port);
 	if (fd < 0)
 		return fd;
-	struct vsock_conn *conn = vsock_conn_new(fd);
+	struct vsock_conn *conn = conn_new(mux, fd);
 	if (conn) {
 		vsock_conn_start_peer(conn, request);
 		if (conn_add(mux, conn) == 0) {

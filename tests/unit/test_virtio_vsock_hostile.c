@@ -356,8 +356,10 @@ static void guest_overrunning_the_credit_is_reset(void **state)
 	for (int i = 0; i < 32 && !reset; i++) {
 		gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, data, sizeof(data));
 		while (!reset && recv_pkt_within(f, &pkt, NULL, 0)) {
-			gc_note(&c, &pkt);
+			/* The RST carries no credit: c keeps the last the guest had. */
 			reset = pkt.op == VIRTIO_VSOCK_OP_RST;
+			if (!reset)
+				gc_note(&c, &pkt);
 		}
 	}
 	assert_true(reset);
@@ -365,6 +367,58 @@ static void guest_overrunning_the_credit_is_reset(void **state)
 	assert_true(c.tx_cnt - c.peer_fwd_cnt > c.peer_buf_alloc);
 	host_expect_eof(f, fd);
 	close(fd);
+	close(listener);
+}
+
+/* A guest that keeps many connections to a host program that reads slowly can make the
+ * device hold what each connection's credit allows: only 64 connections get the full
+ * 256 KiB, later ones 16 KiB, until earlier ones close. */
+static void connections_beyond_the_credit_budget_get_a_small_credit(void **state)
+{
+	struct vsock_fixture *f = *state;
+	static uint8_t data[4096];
+	static int fd[DEVICE_FULL_CREDIT_CONNECTIONS + 1];
+	int listener = host_listen(f, 8000);
+	struct gconn c;
+	struct vsock_pkt pkt = {0};
+	bool reset = false;
+
+	for (uint32_t i = 0; i < DEVICE_FULL_CREDIT_CONNECTIONS; i++) {
+		fd[i] = connect_from_guest(f, listener, 8000, 1000 + i, &c);
+		assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC);
+	}
+	int last = DEVICE_FULL_CREDIT_CONNECTIONS;
+	fd[last] = connect_from_guest(f, listener, 8000, 2000, &c);
+	assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC_SMALL);
+
+	/* The host reads nothing, and the guest ignores the credit: once its socket is
+	 * full, the device holds no more than the small credit before it resets. */
+	for (int i = 0; i < 1024 && !reset; i++) {
+		gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, data, sizeof(data));
+		while (!reset && recv_pkt_within(f, &pkt, NULL, 0)) {
+			/* The RST carries no credit: c keeps the last the guest had. */
+			reset = pkt.op == VIRTIO_VSOCK_OP_RST;
+			if (!reset)
+				gc_note(&c, &pkt);
+		}
+	}
+	assert_true(reset);
+	/* The guest's view lags the device's by less than the quarter of the credit after
+	 * which the device sends a CREDIT_UPDATE. */
+	assert_true(c.tx_cnt - c.peer_fwd_cnt > DEVICE_BUF_ALLOC_SMALL);
+	assert_true(c.tx_cnt - c.peer_fwd_cnt <=
+		    DEVICE_BUF_ALLOC_SMALL + sizeof(data) + DEVICE_BUF_ALLOC_SMALL / 4);
+	host_expect_eof(f, fd[last]);
+
+	/* One with the full credit closes: the next connection has it again. */
+	struct vsock_pkt rst = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_RST);
+	send_pkt(f, &rst, NULL, 0);
+	host_expect_eof(f, fd[0]);
+	close(fd[0]);
+	fd[0] = connect_from_guest(f, listener, 8000, 3000, &c);
+	assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC);
+	for (int i = 0; i <= last; i++)
+		close(fd[i]);
 	close(listener);
 }
 
@@ -449,6 +503,7 @@ int main(void)
 	    TEST(data_before_the_response_resets_the_connection),
 	    TEST(response_on_an_established_connection_resets_it),
 	    TEST(guest_overrunning_the_credit_is_reset),
+	    TEST(connections_beyond_the_credit_budget_get_a_small_credit),
 	    TEST(data_after_shutdown_send_resets_the_connection),
 	    TEST(forged_fwd_cnt_gives_no_extra_credit),
 	    TEST(guest_taking_no_replies_stalls_tx_without_losing_them),
