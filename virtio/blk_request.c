@@ -33,10 +33,12 @@ static bool answer(struct blk_request *req, uint8_t status)
 static int overlay_prepare(struct blk_disk *disk, struct blk_request *req, uint64_t offset,
 			   uint64_t len)
 {
-	int err = blk_overlay_prepare_write(disk->overlay, offset, len);
+	bool after_first_writes;
+	int err = blk_overlay_prepare_write(disk->overlay, offset, len, &after_first_writes);
 
 	if (err)
 		return err;
+	req->after_first_writes |= after_first_writes;
 	uint64_t start = offset, end = offset + len;
 	if (req->overlay_len > 0) {
 		uint64_t old_end = req->overlay_offset + req->overlay_len;
@@ -215,6 +217,10 @@ static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 		io_uring_prep_writev(sqe, fd, iov, req->run_count, req->offset);
 	else
 		io_uring_prep_readv(sqe, fd, iov, req->run_count, req->offset);
+	if (req->after_first_writes) {
+		io_uring_sqe_set_flags(sqe, IOSQE_IO_DRAIN);
+		req->after_first_writes = false;
+	}
 	return queued(disk, sqe, req);
 }
 
@@ -448,6 +454,7 @@ static bool request_start(struct blk_disk *disk, struct blk_request *req,
 	req->writing_zeroes = false;
 	req->overlay_offset = 0;
 	req->overlay_len = 0;
+	req->after_first_writes = false;
 
 	/* The status byte is the chain's last writable byte (§5.2.6). A chain without one
 	 * cannot be answered: it goes back with nothing written (used length 0), which

@@ -116,6 +116,9 @@ struct blk_request {
 	 * several ranges (WRITE_ZEROES) their union: it must cover every range. */
 	uint64_t overlay_offset;
 	uint64_t overlay_len;
+	/* Its next SQE starts only after every SQE before it ended (IOSQE_IO_DRAIN): it
+	 * covers partly a cluster whose first write is in flight. */
+	bool after_first_writes;
 
 	struct iovec iov[BLK_SEG_MAX];
 	struct blk_range range[BLK_MAX_RANGES];

@@ -414,6 +414,67 @@ static void a_read_racing_the_first_write_of_a_block_reads_the_image(void **stat
 	assert_disk_is_model(w);
 }
 
+/* A write over part of a block whose first write is in flight must start after that
+ * write ended (blk_overlay_prepare_write says so): ending first, it would end the
+ * block's pending state while the overlay still has a hole around its bytes. */
+static void a_partial_write_over_a_block_being_first_written_waits_for_that_write(void **state)
+{
+	struct world *w = *state;
+	struct blk_overlay_options options = {.base = w->f->path, .overlay = in_dir(w, "second")};
+	struct blk_overlay *ov;
+	bool after, present;
+
+	assert_int_equal(blk_overlay_open(&options, &w->f->log, &ov), 0);
+	/* The first write covers block 3 whole: the block reads from the image meanwhile. */
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER, CLUSTER, &after), 0);
+	assert_false(after);
+	assert_int_equal(blk_overlay_run(ov, 3 * CLUSTER, CLUSTER, &present), CLUSTER);
+	assert_false(present);
+	/* Another write over all of it leaves no hole, whichever ends first. */
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER, CLUSTER, &after), 0);
+	assert_false(after);
+	/* One over part of it waits, whichever end of the write covers it partly. */
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, SECTOR, &after), 0);
+	assert_true(after);
+	assert_int_equal(blk_overlay_prepare_write(ov, 2 * CLUSTER + SECTOR, CLUSTER, &after), 0);
+	assert_true(after);
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, CLUSTER, &after), 0);
+	assert_true(after);
+	/* Block 2 was copied up, not pending: a partial write there goes at once. */
+	assert_int_equal(blk_overlay_prepare_write(ov, 2 * CLUSTER, SECTOR, &after), 0);
+	assert_false(after);
+
+	/* Once the first write ended, block 3 reads from the overlay and waits for none. */
+	blk_overlay_write_done(ov, 3 * CLUSTER, CLUSTER);
+	assert_int_equal(blk_overlay_run(ov, 3 * CLUSTER, CLUSTER, &present), CLUSTER);
+	assert_true(present);
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, SECTOR, &after), 0);
+	assert_false(after);
+	blk_overlay_close(ov);
+}
+
+/* The device keeps that order: a first write, a partial write over it and a read, all
+ * in flight at once, read the image and leave the partial write on top. */
+static void a_first_write_a_partial_write_over_it_and_a_read_in_flight_at_once(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+
+	uint16_t done = used(f)->idx;
+	struct req first = write_request(f, 6 * SECTORS_PER_CLUSTER, 0xa1, CLUSTER);
+	struct req partial = write_request(f, 6 * SECTORS_PER_CLUSTER + 2, 0xb2, SECTOR);
+	struct req read = request(f, VIRTIO_BLK_T_IN, 6 * SECTORS_PER_CLUSTER, CLUSTER);
+	notify_dev(f->dev);
+	wait_used(f, (uint16_t)(done + 3));
+	assert_int_equal(status_of(f, first), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, partial), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, read), VIRTIO_BLK_S_OK);
+	assert_memory_equal(guest(f, read.data, CLUSTER), w->model + 6 * CLUSTER, CLUSTER);
+	memset(w->model + 6 * CLUSTER, 0xa1, CLUSTER);
+	memset(w->model + 6 * CLUSTER + 2 * SECTOR, 0xb2, SECTOR);
+	assert_disk_is_model(w);
+}
+
 static void flush_succeeds_and_the_written_data_is_in_the_overlay_file(void **state)
 {
 	struct world *w = *state;
@@ -989,6 +1050,8 @@ int main(void)
 	    TEST(a_read_in_scattered_segments_splits_between_overlay_and_image),
 	    TEST(two_partial_writes_to_one_cluster_in_flight_together_both_land),
 	    TEST(a_read_racing_the_first_write_of_a_block_reads_the_image),
+	    TEST(a_partial_write_over_a_block_being_first_written_waits_for_that_write),
+	    TEST(a_first_write_a_partial_write_over_it_and_a_read_in_flight_at_once),
 	    TEST(a_turn_copies_up_at_most_its_budget),
 	    TEST(flush_succeeds_and_the_written_data_is_in_the_overlay_file),
 	    TEST(write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing),
