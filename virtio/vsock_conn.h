@@ -23,8 +23,8 @@
 
 /* The receive buffer the device advertises for a connection (buf_alloc): what the guest
  * may send before the host socket took it, and so what mote may have to hold for it.
- * A connection gets the full size while the device's budget lasts (vsock_mux.h), the
- * small one after that; it keeps its size for life, because a Linux 6.1 guest whose
+ * A connection gets the full size while few others have it (vsock_mux.h), the small
+ * one otherwise; it keeps its size for life, because a Linux 6.1 guest whose
  * peer shrinks buf_alloc below what it has in flight computes a wrapped credit. */
 #define VSOCK_CONN_BUF_ALLOC (256u * 1024u)
 #define VSOCK_CONN_BUF_ALLOC_SMALL (16u * 1024u)

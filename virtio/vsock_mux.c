@@ -175,11 +175,11 @@ static void listener_resume(struct vsock_mux *mux)
 		mux->listen_paused = false;
 }
 
-/* A new connection for the host socket fd, with the buf_alloc the budget leaves it
- * (VSOCK_MUX_CREDIT_BUDGET); NULL without memory. */
+/* A new connection for the host socket fd, with the full buf_alloc while fewer than
+ * VSOCK_MUX_FULL_CREDIT_CONNECTIONS have it; NULL without memory. */
 static struct vsock_conn *conn_new(const struct vsock_mux *mux, int fd)
 {
-	bool full = mux->credit_granted + VSOCK_CONN_BUF_ALLOC <= VSOCK_MUX_CREDIT_BUDGET;
+	bool full = mux->full_credit_count < VSOCK_MUX_FULL_CREDIT_CONNECTIONS;
 
 	return vsock_conn_new(fd, full ? VSOCK_CONN_BUF_ALLOC : VSOCK_CONN_BUF_ALLOC_SMALL);
 }
@@ -198,7 +198,8 @@ static int conn_add(struct vsock_mux *mux, struct vsock_conn *conn)
 		mux->all->all_prev = conn;
 	mux->all = conn;
 	mux->conn_count++;
-	mux->credit_granted += conn->buf_alloc;
+	if (conn->buf_alloc == VSOCK_CONN_BUF_ALLOC)
+		mux->full_credit_count++;
 	return 0;
 }
 
@@ -223,7 +224,8 @@ static void conn_close(struct vsock_mux *mux, struct vsock_conn *conn)
 	conn->all_next = mux->dead;
 	mux->dead = conn;
 	mux->conn_count--;
-	mux->credit_granted -= conn->buf_alloc;
+	if (conn->buf_alloc == VSOCK_CONN_BUF_ALLOC)
+		mux->full_credit_count--;
 	listener_resume(mux);
 }
 

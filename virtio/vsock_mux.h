@@ -20,11 +20,11 @@
 
 #define VSOCK_MAX_CONNECTIONS 1023
 /* What a guest can make the device hold is the sum of its connections' buf_alloc (guest
- * bytes a slow host reader has not taken). Connections get the full VSOCK_CONN_BUF_ALLOC
- * while their sum stays within this budget, and VSOCK_CONN_BUF_ALLOC_SMALL beyond it:
- * at most 16 MiB + 1023 x 16 KiB, about 32 MiB per device, where a full buf_alloc for
+ * bytes a slow host reader has not taken). Up to this many open connections at a time
+ * get the full VSOCK_CONN_BUF_ALLOC, the others VSOCK_CONN_BUF_ALLOC_SMALL: at most
+ * 64 x 256 KiB + 959 x 16 KiB, about 31 MiB per device, where a full buf_alloc for
  * every connection would be 256 MiB. */
-#define VSOCK_MUX_CREDIT_BUDGET (16u << 20)
+#define VSOCK_MUX_FULL_CREDIT_CONNECTIONS 64
 #define VSOCK_TABLE_BUCKETS 1024
 /* RSTs owed for packets of no connection; while full, the device takes no more
  * guest packets (§5.10.6.1: processing stops when the additional resources are). */
@@ -69,8 +69,8 @@ struct vsock_mux {
 	bool clients_held;  /* new host clients wait in the backlog (vsock_mux_hold_clients) */
 	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
 
-	unsigned conn_count;	 /* connections and clients still sending their CONNECT line */
-	uint64_t credit_granted; /* the sum of their buf_alloc */
+	unsigned conn_count;	    /* connections and clients still sending their CONNECT line */
+	unsigned full_credit_count; /* those with VSOCK_CONN_BUF_ALLOC */
 	struct vsock_conn *buckets[VSOCK_TABLE_BUCKETS];
 	uint64_t hash_seed; /* the table's key, random */
 	struct vsock_conn *all;

@@ -371,13 +371,14 @@ static void guest_overrunning_the_credit_is_reset(void **state)
 }
 
 /* A guest that keeps many connections to a host program that reads slowly can make the
- * device hold what each connection's credit allows: only 64 connections get the full
- * 256 KiB, later ones 16 KiB, until earlier ones close. */
+ * device hold what each connection's credit allows: only 64 connections at a time get
+ * the full 256 KiB, the others 16 KiB. */
 static void connections_beyond_the_credit_budget_get_a_small_credit(void **state)
 {
 	struct vsock_fixture *f = *state;
 	static uint8_t data[4096];
-	static int fd[DEVICE_FULL_CREDIT_CONNECTIONS + 1];
+	static int fd[DEVICE_FULL_CREDIT_CONNECTIONS];
+	int small[3];
 	int listener = host_listen(f, 8000);
 	struct gconn c;
 	struct vsock_pkt pkt = {0};
@@ -387,9 +388,10 @@ static void connections_beyond_the_credit_budget_get_a_small_credit(void **state
 		fd[i] = connect_from_guest(f, listener, 8000, 1000 + i, &c);
 		assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC);
 	}
-	int last = DEVICE_FULL_CREDIT_CONNECTIONS;
-	fd[last] = connect_from_guest(f, listener, 8000, 2000, &c);
-	assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC_SMALL);
+	for (uint32_t i = 0; i < 3; i++) {
+		small[i] = connect_from_guest(f, listener, 8000, 2000 + i, &c);
+		assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC_SMALL);
+	}
 
 	/* The host reads nothing, and the guest ignores the credit: once its socket is
 	 * full, the device holds no more than the small credit before it resets. */
@@ -408,17 +410,23 @@ static void connections_beyond_the_credit_budget_get_a_small_credit(void **state
 	assert_true(c.tx_cnt - c.peer_fwd_cnt > DEVICE_BUF_ALLOC_SMALL);
 	assert_true(c.tx_cnt - c.peer_fwd_cnt <=
 		    DEVICE_BUF_ALLOC_SMALL + sizeof(data) + DEVICE_BUF_ALLOC_SMALL / 4);
-	host_expect_eof(f, fd[last]);
+	host_expect_eof(f, small[2]);
+	close(small[2]);
 
-	/* One with the full credit closes: the next connection has it again. */
+	/* One with the full credit closes while two with the small one stay: the next
+	 * connection has the full credit, and the one after it the small one again. */
 	struct vsock_pkt rst = guest_pkt(1000, 8000, VIRTIO_VSOCK_OP_RST);
 	send_pkt(f, &rst, NULL, 0);
 	host_expect_eof(f, fd[0]);
 	close(fd[0]);
 	fd[0] = connect_from_guest(f, listener, 8000, 3000, &c);
 	assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC);
-	for (int i = 0; i <= last; i++)
+	small[2] = connect_from_guest(f, listener, 8000, 3001, &c);
+	assert_int_equal(c.peer_buf_alloc, DEVICE_BUF_ALLOC_SMALL);
+	for (int i = 0; i < DEVICE_FULL_CREDIT_CONNECTIONS; i++)
 		close(fd[i]);
+	for (int i = 0; i < 3; i++)
+		close(small[i]);
 	close(listener);
 }
 

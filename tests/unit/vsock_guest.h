@@ -48,7 +48,7 @@
 #define GUEST_BUF_ALLOC (64u * 1024u)
 #define DEVICE_BUF_ALLOC (256u * 1024u)
 #define DEVICE_BUF_ALLOC_SMALL (16u * 1024u) /* once the device's budget is granted */
-#define DEVICE_FULL_CREDIT_CONNECTIONS 64    /* 16 MiB of DEVICE_BUF_ALLOC */
+#define DEVICE_FULL_CREDIT_CONNECTIONS 64    /* at a time with DEVICE_BUF_ALLOC */
 #define MAX_LISTENERS 8
 
 struct vsock_fixture {
