@@ -93,6 +93,26 @@ static void blk_release(struct virtio_blk *blk, struct blk_request *req)
 	req->charged_bytes = 0;
 }
 
+/* After completions: the writes that waited for those that ended start (blk_request.h,
+ * waiting). One answered at once may be what another waited for, so the scan goes on
+ * until a pass answers none. */
+static void blk_resume_waiting(struct virtio_blk *blk)
+{
+	bool answered = true;
+
+	while (answered && blk->disk.waiting > 0) {
+		answered = false;
+		for (unsigned i = 0; i < BLK_QUEUE_SIZE; i++) {
+			struct blk_request *req = &blk->requests[i];
+			if (req->waiting && blk_request_resume(&blk->disk, req)) {
+				blk_push(blk, req);
+				blk_release(blk, req);
+				answered = true;
+			}
+		}
+	}
+}
+
 /* After completions: a chain left in the ring for want of room may fit now. */
 static void blk_serve_waiting_chain(struct virtio_blk *blk)
 {
@@ -202,6 +222,7 @@ static void blk_on_completion(void *opaque)
 	uint16_t old_used_idx = blk_queue(blk)->used_idx;
 	while (io_uring_peek_cqe(&blk->disk.ring, &cqe) == 0)
 		blk_take_completion(blk, cqe);
+	blk_resume_waiting(blk);
 	blk_submit(blk);
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
@@ -231,6 +252,14 @@ static void blk_drain(struct virtio_blk *blk)
 		io_uring_cqe_seen(ring, cqe);
 		blk_request_drop(&blk->disk, req);
 		blk_release(blk, req);
+	}
+	/* Those that waited for the writes just dropped are dropped with them. */
+	for (unsigned i = 0; i < BLK_QUEUE_SIZE && blk->disk.waiting > 0; i++) {
+		struct blk_request *req = &blk->requests[i];
+		if (req->waiting) {
+			blk_request_drop(&blk->disk, req);
+			blk_release(blk, req);
+		}
 	}
 }
 
@@ -329,6 +358,7 @@ static void blk_quiesce(struct vdev *dev)
 			break;
 		}
 		blk_take_completion(blk, cqe);
+		blk_resume_waiting(blk);
 	}
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
@@ -340,9 +370,9 @@ static int blk_save(struct vdev *dev, struct snap_writer *w)
 	struct virtio_blk *blk = dev->impl;
 
 	/* A request in flight lives in this process only: it would be lost. */
-	if (blk->disk.in_flight > 0) {
+	if (blk->disk.in_flight > 0 || blk->disk.waiting > 0) {
 		log_error(&blk->log, "%s: %u requests still in flight", blk->name,
-			  blk->disk.in_flight);
+			  blk->disk.in_flight + blk->disk.waiting);
 		return -EBUSY;
 	}
 	snap_put_bool(w, blk->broken);

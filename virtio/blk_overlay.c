@@ -485,16 +485,20 @@ static int overlay_copy_up(struct blk_overlay *ov, uint64_t cluster)
 	return 0;
 }
 
-int blk_overlay_prepare_write(struct blk_overlay *ov, uint64_t offset, uint64_t len,
-			      bool *after_first_writes)
+bool blk_overlay_write_waits(const struct blk_overlay *ov, uint64_t offset, uint64_t len)
+{
+	uint64_t first = offset / BLK_OVERLAY_CLUSTER;
+	uint64_t last = (offset + len - 1) / BLK_OVERLAY_CLUSTER;
+
+	return (offset % BLK_OVERLAY_CLUSTER && blk_overlay_bit(ov->pending, first)) ||
+	       ((offset + len) % BLK_OVERLAY_CLUSTER && blk_overlay_bit(ov->pending, last));
+}
+
+int blk_overlay_prepare_write(struct blk_overlay *ov, uint64_t offset, uint64_t len)
 {
 	uint64_t first = offset / BLK_OVERLAY_CLUSTER;
 	uint64_t last = (offset + len - 1) / BLK_OVERLAY_CLUSTER;
 	int err = 0;
-
-	*after_first_writes =
-	    (offset % BLK_OVERLAY_CLUSTER && blk_overlay_bit(ov->pending, first)) ||
-	    ((offset + len) % BLK_OVERLAY_CLUSTER && blk_overlay_bit(ov->pending, last));
 
 	if (offset % BLK_OVERLAY_CLUSTER && !blk_overlay_bit(ov->present, first))
 		err = overlay_copy_up(ov, first);

@@ -106,8 +106,8 @@ void blk_overlay_close(struct blk_overlay *overlay);
  * the two (present: the overlay). A cluster whose first write is in flight is read
  * from the base: a read racing that write sees the old data, not the hole, until that
  * write or another write over the cluster ends. Another write that covers it whole
- * leaves no hole when it ends first; one that covers it partly starts only after the
- * first one ended (blk_overlay_prepare_write), so it cannot end first. */
+ * leaves no hole when it ends first; one that covers it partly waits for it
+ * (blk_overlay_write_waits), so it cannot end first. */
 uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uint64_t len,
 			 bool *present);
 
@@ -116,14 +116,16 @@ uint64_t blk_overlay_run(const struct blk_overlay *overlay, uint64_t offset, uin
  * clusters), then marks every covered cluster present and written since the last freeze.
  * Marked before the write is done, so that a later partial write to one of them never
  * copies the base over it; those it covers whole and that were not present are pending
- * until blk_overlay_write_done.
- * *after_first_writes is set when the write covers partly a cluster that is pending:
- * the caller must start it only once the writes already started have ended (io_uring's
- * IOSQE_IO_DRAIN). Ending first, it would end the cluster's pending state while the
- * overlay still has a hole around its bytes, and a read would see zeros there.
- * 0, or a negative errno when a copy-up failed (logged). */
-int blk_overlay_prepare_write(struct blk_overlay *overlay, uint64_t offset, uint64_t len,
-			      bool *after_first_writes);
+ * until blk_overlay_write_done. 0, or a negative errno when a copy-up failed (logged). */
+int blk_overlay_prepare_write(struct blk_overlay *overlay, uint64_t offset, uint64_t len);
+
+/* Whether a write of [offset, offset + len) (len > 0, inside the disk) must wait before
+ * it goes to the overlay: it covers partly a cluster that is pending. Started at once,
+ * it could end before that cluster's first write (which may still be retried or
+ * continued), end the pending state while the overlay still has a hole around its
+ * bytes, and a read would see zeros there. It may start once no cluster it covers
+ * partly is pending: the first write ended (a cluster never becomes pending again). */
+bool blk_overlay_write_waits(const struct blk_overlay *overlay, uint64_t offset, uint64_t len);
 
 /* The write of [offset, offset + len) prepared above has ended (landed, failed or
  * dropped): its clusters are read from the overlay from now on. After a failed write,

@@ -33,12 +33,10 @@ static bool answer(struct blk_request *req, uint8_t status)
 static int overlay_prepare(struct blk_disk *disk, struct blk_request *req, uint64_t offset,
 			   uint64_t len)
 {
-	bool after_first_writes;
-	int err = blk_overlay_prepare_write(disk->overlay, offset, len, &after_first_writes);
+	int err = blk_overlay_prepare_write(disk->overlay, offset, len);
 
 	if (err)
 		return err;
-	req->after_first_writes |= after_first_writes;
 	uint64_t start = offset, end = offset + len;
 	if (req->overlay_len > 0) {
 		uint64_t old_end = req->overlay_offset + req->overlay_len;
@@ -217,11 +215,28 @@ static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 		io_uring_prep_writev(sqe, fd, iov, req->run_count, req->offset);
 	else
 		io_uring_prep_readv(sqe, fd, iov, req->run_count, req->offset);
-	if (req->after_first_writes) {
-		io_uring_sqe_set_flags(sqe, IOSQE_IO_DRAIN);
-		req->after_first_writes = false;
-	}
 	return queued(disk, sqe, req);
+}
+
+/* The first transfer of a write on an overlay disk, which waits while a write it
+ * covers partly a cluster of has not ended (blk_overlay_write_waits). */
+static bool queue_overlay_write(struct blk_disk *disk, struct blk_request *req)
+{
+	if (blk_overlay_write_waits(disk->overlay, req->offset, req->remaining)) {
+		req->waiting = true;
+		disk->waiting++;
+		return false;
+	}
+	return queue_transfer(disk, req);
+}
+
+bool blk_request_resume(struct blk_disk *disk, struct blk_request *req)
+{
+	if (!req->waiting || blk_overlay_write_waits(disk->overlay, req->offset, req->remaining))
+		return false;
+	req->waiting = false;
+	disk->waiting--;
+	return overlay_released(disk, req, queue_transfer(disk, req));
 }
 
 /* IN and OUT (§5.2.6): the data is the readable part after the header (OUT) or the
@@ -259,8 +274,11 @@ static bool start_transfer(struct blk_disk *disk, struct blk_request *req,
 		return answer(req, VIRTIO_BLK_S_OK);
 	req->offset = sector * BLK_SECTOR_SIZE;
 	req->remaining = len;
-	if (disk->overlay && is_write(req) && overlay_prepare(disk, req, req->offset, len) != 0)
-		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (disk->overlay && is_write(req)) {
+		if (overlay_prepare(disk, req, req->offset, len) != 0)
+			return answer(req, VIRTIO_BLK_S_IOERR);
+		return queue_overlay_write(disk, req);
+	}
 	return queue_transfer(disk, req);
 }
 
@@ -374,7 +392,7 @@ static bool write_zeros(struct blk_disk *disk, struct blk_request *req,
 	req->writing_zeroes = true;
 	req->offset = range->offset;
 	req->remaining = range->len;
-	return queue_transfer(disk, req);
+	return disk->overlay ? queue_overlay_write(disk, req) : queue_transfer(disk, req);
 }
 
 /* The next non-empty range, or the answer when none is left. */
@@ -454,7 +472,7 @@ static bool request_start(struct blk_disk *disk, struct blk_request *req,
 	req->writing_zeroes = false;
 	req->overlay_offset = 0;
 	req->overlay_len = 0;
-	req->after_first_writes = false;
+	req->waiting = false;
 
 	/* The status byte is the chain's last writable byte (§5.2.6). A chain without one
 	 * cannot be answered: it goes back with nothing written (used length 0), which
@@ -528,8 +546,13 @@ uint64_t blk_request_range_bytes(const struct blk_request *req)
 
 void blk_request_drop(struct blk_disk *disk, struct blk_request *req)
 {
-	disk->in_flight--;
-	uncut_run(req);
+	if (req->waiting) {
+		req->waiting = false;
+		disk->waiting--;
+	} else {
+		disk->in_flight--;
+		uncut_run(req);
+	}
 	req->busy = false;
 	overlay_released(disk, req, true);
 }

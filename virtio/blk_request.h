@@ -69,6 +69,9 @@ struct blk_disk {
 	bool read_only;
 	char id[VIRTIO_BLK_ID_MAX]; /* GET_ID answer, NUL-padded */
 	unsigned in_flight;	    /* SQEs queued or submitted and not yet reaped */
+	/* Requests waiting for other writes to end (blk_request.waiting). Some write is
+	 * always in flight while one waits: each waits for a write started before it. */
+	unsigned waiting;
 	/* The source of a write-zeroes fallback: every iovec points here. */
 	uint8_t zero_page[BLK_ZERO_PAGE_SIZE];
 };
@@ -116,9 +119,9 @@ struct blk_request {
 	 * several ranges (WRITE_ZEROES) their union: it must cover every range. */
 	uint64_t overlay_offset;
 	uint64_t overlay_len;
-	/* Its next SQE starts only after every SQE before it ended (IOSQE_IO_DRAIN): it
-	 * covers partly a cluster whose first write is in flight. */
-	bool after_first_writes;
+	/* A write with no SQE yet: it covers partly a cluster whose first write has not
+	 * ended (blk_overlay_write_waits), and starts with blk_request_resume. */
+	bool waiting;
 
 	struct iovec iov[BLK_SEG_MAX];
 	struct blk_range range[BLK_MAX_RANGES];
@@ -127,8 +130,10 @@ struct blk_request {
 /* Checks the chain and starts its request in req (slot of a free request). Returns true
  * when the request is already answered — an error, GET_ID, an empty transfer — and the
  * caller pushes req->head with req->used_len; false when its I/O is queued on
- * disk->ring, for the caller to submit. The chain's segments must stay mapped until the
- * request is answered (they are guest RAM); the chain itself may be reused at once. */
+ * disk->ring, for the caller to submit, or when it waits (req->waiting) for writes in
+ * flight to end, for the caller to resume after their completions. The chain's segments must stay
+ * mapped until the request is answered (they are guest RAM); the chain itself may be reused at
+ * once. */
 bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 		       const struct virtq_chain *chain);
 
@@ -141,8 +146,13 @@ bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int re
  * request, whose data is its chain. */
 uint64_t blk_request_range_bytes(const struct blk_request *req);
 
-/* Takes the completion of req's SQE during a reset: the request ends there, without an
- * answer and without more I/O. */
+/* req waits (req->waiting): starts its I/O if the writes it waited for have ended.
+ * Returns true when that answered it at once (an error), false when its I/O is queued
+ * or it still waits. */
+bool blk_request_resume(struct blk_disk *disk, struct blk_request *req);
+
+/* Takes the completion of req's SQE during a reset, or a req that waits: the request
+ * ends there, without an answer and without more I/O. */
 void blk_request_drop(struct blk_disk *disk, struct blk_request *req);
 
 #endif

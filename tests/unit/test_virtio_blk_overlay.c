@@ -414,64 +414,113 @@ static void a_read_racing_the_first_write_of_a_block_reads_the_image(void **stat
 	assert_disk_is_model(w);
 }
 
-/* A write over part of a block whose first write is in flight must start after that
- * write ended (blk_overlay_prepare_write says so): ending first, it would end the
- * block's pending state while the overlay still has a hole around its bytes. */
+/* A write over part of a block whose first write has not ended must wait for it
+ * (blk_overlay_write_waits): ending first, it would end the block's pending state while
+ * the overlay still has a hole around its bytes. */
 static void a_partial_write_over_a_block_being_first_written_waits_for_that_write(void **state)
 {
 	struct world *w = *state;
 	struct blk_overlay_options options = {.base = w->f->path, .overlay = in_dir(w, "second")};
 	struct blk_overlay *ov;
-	bool after, present;
+	bool present;
 
 	assert_int_equal(blk_overlay_open(&options, &w->f->log, &ov), 0);
 	/* The first write covers block 3 whole: the block reads from the image meanwhile. */
-	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER, CLUSTER, &after), 0);
-	assert_false(after);
+	assert_false(blk_overlay_write_waits(ov, 3 * CLUSTER, CLUSTER));
+	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER, CLUSTER), 0);
 	assert_int_equal(blk_overlay_run(ov, 3 * CLUSTER, CLUSTER, &present), CLUSTER);
 	assert_false(present);
 	/* Another write over all of it leaves no hole, whichever ends first. */
-	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER, CLUSTER, &after), 0);
-	assert_false(after);
+	assert_false(blk_overlay_write_waits(ov, 3 * CLUSTER, CLUSTER));
+	assert_false(blk_overlay_write_waits(ov, 2 * CLUSTER, 3 * CLUSTER));
 	/* One over part of it waits, whichever end of the write covers it partly. */
-	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, SECTOR, &after), 0);
-	assert_true(after);
-	assert_int_equal(blk_overlay_prepare_write(ov, 2 * CLUSTER + SECTOR, CLUSTER, &after), 0);
-	assert_true(after);
-	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, CLUSTER, &after), 0);
-	assert_true(after);
-	/* Block 2 was copied up, not pending: a partial write there goes at once. */
-	assert_int_equal(blk_overlay_prepare_write(ov, 2 * CLUSTER, SECTOR, &after), 0);
-	assert_false(after);
+	assert_true(blk_overlay_write_waits(ov, 3 * CLUSTER + SECTOR, SECTOR));
+	assert_true(blk_overlay_write_waits(ov, 2 * CLUSTER + SECTOR, CLUSTER));
+	assert_true(blk_overlay_write_waits(ov, 3 * CLUSTER + SECTOR, CLUSTER));
+	/* Block 2, copied up by a partial write, is never pending: no wait there. */
+	assert_int_equal(blk_overlay_prepare_write(ov, 2 * CLUSTER + SECTOR, SECTOR), 0);
+	assert_false(blk_overlay_write_waits(ov, 2 * CLUSTER, SECTOR));
 
 	/* Once the first write ended, block 3 reads from the overlay and waits for none. */
 	blk_overlay_write_done(ov, 3 * CLUSTER, CLUSTER);
 	assert_int_equal(blk_overlay_run(ov, 3 * CLUSTER, CLUSTER, &present), CLUSTER);
 	assert_true(present);
-	assert_int_equal(blk_overlay_prepare_write(ov, 3 * CLUSTER + SECTOR, SECTOR, &after), 0);
-	assert_false(after);
+	assert_false(blk_overlay_write_waits(ov, 3 * CLUSTER + SECTOR, SECTOR));
 	blk_overlay_close(ov);
 }
 
-/* The device keeps that order: a first write, a partial write over it and a read, all
- * in flight at once, read the image and leave the partial write on top. */
-static void a_first_write_a_partial_write_over_it_and_a_read_in_flight_at_once(void **state)
+/* What the overlay file holds at byte offset. */
+static uint8_t overlay_byte(struct world *w, uint64_t offset)
+{
+	uint8_t byte = 0;
+	int fd = open(w->overlay, O_RDONLY | O_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, &byte, 1, (off_t)offset), 1);
+	close(fd);
+	return byte;
+}
+
+/* The device keeps that order: a partial write over a block whose first write is in
+ * flight gets no I/O of its own until that write was answered, and a read racing both
+ * reads the image. */
+static void a_partial_write_starts_only_once_the_first_write_was_answered(void **state)
+{
+	struct world *w = *state;
+	struct fixture *f = w->f;
+	const uint64_t block = 6 * CLUSTER, partial_at = block + 2 * SECTOR;
+
+	uint16_t done = used(f)->idx;
+	struct req first = write_request(f, block / SECTOR, 0xa1, CLUSTER);
+	struct req partial = write_request(f, partial_at / SECTOR, 0xb2, SECTOR);
+	struct req read = request(f, VIRTIO_BLK_T_IN, block / SECTOR, CLUSTER);
+	notify_dev(f->dev);
+	/* Submitted, and not reaped: only the test's event loop reaps. The first write
+	 * lands; the partial one must not, however long it is given. */
+	for (int i = 0; i < 200 && overlay_byte(w, block) != 0xa1; i++)
+		usleep(5000);
+	assert_int_equal(overlay_byte(w, block), 0xa1);
+	usleep(50000);
+	assert_int_equal(overlay_byte(w, partial_at), 0xa1);
+
+	wait_used(f, (uint16_t)(done + 3));
+	assert_int_equal(status_of(f, first), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, partial), VIRTIO_BLK_S_OK);
+	assert_int_equal(status_of(f, read), VIRTIO_BLK_S_OK);
+	assert_memory_equal(guest(f, read.data, CLUSTER), w->model + block, CLUSTER);
+	memset(w->model + block, 0xa1, CLUSTER);
+	memset(w->model + partial_at, 0xb2, SECTOR);
+	assert_disk_is_model(w);
+}
+
+/* A pause answers the waiting write too; a reset drops it with the one it waited for,
+ * and the disk goes on. */
+static void a_waiting_write_is_answered_by_a_pause_and_dropped_by_a_reset(void **state)
 {
 	struct world *w = *state;
 	struct fixture *f = w->f;
 
 	uint16_t done = used(f)->idx;
-	struct req first = write_request(f, 6 * SECTORS_PER_CLUSTER, 0xa1, CLUSTER);
-	struct req partial = write_request(f, 6 * SECTORS_PER_CLUSTER + 2, 0xb2, SECTOR);
-	struct req read = request(f, VIRTIO_BLK_T_IN, 6 * SECTORS_PER_CLUSTER, CLUSTER);
+	struct req first = write_request(f, 8 * SECTORS_PER_CLUSTER, 0xc3, CLUSTER);
+	struct req partial = write_request(f, 8 * SECTORS_PER_CLUSTER + 1, 0xd4, SECTOR);
 	notify_dev(f->dev);
-	wait_used(f, (uint16_t)(done + 3));
+	quiesce_dev(f->dev);
+	assert_int_equal(used(f)->idx, (uint16_t)(done + 2));
 	assert_int_equal(status_of(f, first), VIRTIO_BLK_S_OK);
 	assert_int_equal(status_of(f, partial), VIRTIO_BLK_S_OK);
-	assert_int_equal(status_of(f, read), VIRTIO_BLK_S_OK);
-	assert_memory_equal(guest(f, read.data, CLUSTER), w->model + 6 * CLUSTER, CLUSTER);
-	memset(w->model + 6 * CLUSTER, 0xa1, CLUSTER);
-	memset(w->model + 6 * CLUSTER + 2 * SECTOR, 0xb2, SECTOR);
+	memset(w->model + 8 * CLUSTER, 0xc3, CLUSTER);
+	memset(w->model + 8 * CLUSTER + SECTOR, 0xd4, SECTOR);
+	assert_disk_is_model(w);
+
+	done = used(f)->idx;
+	write_request(f, 12 * SECTORS_PER_CLUSTER, 0xe5, CLUSTER);
+	write_request(f, 12 * SECTORS_PER_CLUSTER + 3, 0xf6, SECTOR);
+	notify_dev(f->dev);
+	reset_queue(f);
+	assert_int_equal(used(f)->idx, 0);
+	/* Block 12 is undefined now, as after any write a reset dropped; written again, it
+	 * and the rest read as they should. */
+	disk_write(w, 12 * CLUSTER, 0x17, CLUSTER);
 	assert_disk_is_model(w);
 }
 
@@ -1051,7 +1100,8 @@ int main(void)
 	    TEST(two_partial_writes_to_one_cluster_in_flight_together_both_land),
 	    TEST(a_read_racing_the_first_write_of_a_block_reads_the_image),
 	    TEST(a_partial_write_over_a_block_being_first_written_waits_for_that_write),
-	    TEST(a_first_write_a_partial_write_over_it_and_a_read_in_flight_at_once),
+	    TEST(a_partial_write_starts_only_once_the_first_write_was_answered),
+	    TEST(a_waiting_write_is_answered_by_a_pause_and_dropped_by_a_reset),
 	    TEST(a_turn_copies_up_at_most_its_budget),
 	    TEST(flush_succeeds_and_the_written_data_is_in_the_overlay_file),
 	    TEST(write_zeroes_writes_zeros_into_the_overlay_and_discard_changes_nothing),
