@@ -236,6 +236,16 @@ static void blk_drain(struct virtio_blk *blk)
 {
 	struct io_uring *ring = &blk->disk.ring;
 
+	/* Writes that wait for others (blk_request.waiting) have no I/O: they end here,
+	 * with the writes they wait for. */
+	for (unsigned i = 0; i < BLK_QUEUE_SIZE && blk->disk.waiting > 0; i++) {
+		struct blk_request *req = &blk->requests[i];
+		if (req->waiting) {
+			blk_request_drop(&blk->disk, req);
+			blk_release(blk, req);
+		}
+	}
+
 	while (blk->disk.in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
@@ -252,14 +262,6 @@ static void blk_drain(struct virtio_blk *blk)
 		io_uring_cqe_seen(ring, cqe);
 		blk_request_drop(&blk->disk, req);
 		blk_release(blk, req);
-	}
-	/* Those that waited for the writes just dropped are dropped with them. */
-	for (unsigned i = 0; i < BLK_QUEUE_SIZE && blk->disk.waiting > 0; i++) {
-		struct blk_request *req = &blk->requests[i];
-		if (req->waiting) {
-			blk_request_drop(&blk->disk, req);
-			blk_release(blk, req);
-		}
 	}
 }
 
@@ -672,11 +674,11 @@ int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bo
 	}
 	pthread_mutex_lock(&blk->dev.lock);
 	int ret = -EBUSY;
-	if (blk->disk.in_flight == 0)
+	if (blk->disk.in_flight == 0 && blk->disk.waiting == 0)
 		ret = blk_overlay_freeze(blk->disk.overlay, layer_path, whole);
 	else
 		log_error(&blk->log, "%s: %u requests in flight: pause the VM first", blk->name,
-			  blk->disk.in_flight);
+			  blk->disk.in_flight + blk->disk.waiting);
 	pthread_mutex_unlock(&blk->dev.lock);
 	return ret;
 }

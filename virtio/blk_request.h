@@ -46,6 +46,10 @@ _Static_assert(VIRTIO_BLK_REQUEST_MAX_BYTES / BLK_SIZE_MAX == BLK_SEG_MAX &&
  * a largest write's bytes, since where the file system cannot zero a range (tmpfs) or
  * on an overlay, the zeros are written. Linux's driver sends one range a request. */
 #define BLK_MAX_ZERO_RANGES 1
+/* On an overlay a write waits only at its start (blk_request.waiting), before it set
+ * any cluster of its own pending; a second range would start mid-request, and could
+ * wait for its own first range or for a write that waits for it. */
+_Static_assert(BLK_MAX_ZERO_RANGES == 1, "an overlay write of several ranges could wait on itself");
 #define BLK_MAX_ZERO_SECTORS (VIRTIO_BLK_REQUEST_MAX_BYTES / BLK_SECTOR_SIZE)
 #define BLK_ZERO_PAGE_SIZE 4096
 /* O_DIRECT wants offsets, lengths and buffer addresses aligned to the logical block
@@ -70,7 +74,8 @@ struct blk_disk {
 	char id[VIRTIO_BLK_ID_MAX]; /* GET_ID answer, NUL-padded */
 	unsigned in_flight;	    /* SQEs queued or submitted and not yet reaped */
 	/* Requests waiting for other writes to end (blk_request.waiting). Some write is
-	 * always in flight while one waits: each waits for a write started before it. */
+	 * always in flight while one waits: each waits, at its start, for writes started
+	 * before it, in flight or waiting themselves. */
 	unsigned waiting;
 	/* The source of a write-zeroes fallback: every iovec points here. */
 	uint8_t zero_page[BLK_ZERO_PAGE_SIZE];
@@ -139,7 +144,7 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 
 /* Takes the completion of req's SQE with result res (bytes or a negative errno).
  * Returns true when the request is answered (status written, push req->head with
- * req->used_len), false when it queued more I/O. */
+ * req->used_len), false when it queued more I/O or waits (req->waiting). */
 bool blk_request_complete(struct blk_disk *disk, struct blk_request *req, int res);
 
 /* The bytes a started WRITE_ZEROES or DISCARD covers (its ranges'); 0 for any other
