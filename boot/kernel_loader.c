@@ -73,6 +73,15 @@ static int elf_check_phdr(const struct guest_memory *mem, const Elf64_Phdr *ph, 
 			  (unsigned long long)ph->p_paddr, (unsigned long long)ph->p_memsz);
 		return -ENOEXEC;
 	}
+	/* The boot page tables identity-map the first 4 GiB only (cpu_setup.c): the kernel
+	 * runs from its physical addresses until it sets up its own. */
+	if (ph->p_paddr + ph->p_memsz > LAYOUT_MMIO_GAP_END) {
+		log_error(log,
+			  "kernel ELF segment %u: 0x%llx+0x%llx ends above 4 GiB, past the boot "
+			  "page tables' identity map",
+			  index, (unsigned long long)ph->p_paddr, (unsigned long long)ph->p_memsz);
+		return -ENOEXEC;
+	}
 	return 0;
 }
 
@@ -162,6 +171,10 @@ static int elf_load(struct guest_memory *mem, const struct kernel_source *src, c
 			return err;
 		if (ph.p_type != PT_LOAD || ph.p_memsz == 0)
 			continue;
+		/* Read again from the file, which may have changed since: checked again. */
+		err = elf_check_phdr(mem, &ph, i, size, log);
+		if (err)
+			return err;
 		uint8_t *dst = guest_memory_ptr(mem, ph.p_paddr, ph.p_memsz);
 		err = source_read(src, ph.p_offset, dst, ph.p_filesz, log);
 		if (err)
@@ -203,6 +216,35 @@ static int bzimage_check_header(const struct setup_header *hdr, size_t hdr_end,
 		log_error(log,
 			  "bzImage: no 64-bit entry point (XLF_KERNEL_64 clear in xloadflags 0x%x)",
 			  hdr->xloadflags);
+		return -ENOEXEC;
+	}
+	/* Where the kernel runs (compressed/head_64.S, the 64-bit entry): a relocatable one
+	 * at its load address (1 MiB) aligned up to kernel_alignment, or at pref_address
+	 * (LOAD_PHYSICAL_ADDR) when that is higher; any other at pref_address. init_size
+	 * is checked from pref_address, so the aligned 1 MiB must not pass it; an
+	 * alignment of 0 would round it up to 4 GiB. */
+	uint32_t align = hdr->kernel_alignment;
+	if (hdr->relocatable_kernel &&
+	    (align == 0 || (align & (align - 1)) ||
+	     (LAYOUT_KERNEL_ADDR + align - 1) / align * align >
+		 (hdr->pref_address > LAYOUT_KERNEL_ADDR ? hdr->pref_address
+							 : LAYOUT_KERNEL_ADDR))) {
+		log_error(log,
+			  "bzImage: kernel_alignment 0x%x is not a power of two that keeps the "
+			  "kernel at or below pref_address 0x%llx",
+			  align, (unsigned long long)hdr->pref_address);
+		return -ENOEXEC;
+	}
+	if (!hdr->relocatable_kernel && hdr->pref_address < LAYOUT_KERNEL_ADDR) {
+		log_error(
+		    log,
+		    "bzImage: a kernel that cannot relocate wants to run at 0x%llx, below 1 MiB",
+		    (unsigned long long)hdr->pref_address);
+		return -ENOEXEC;
+	}
+	if ((uint64_t)hdr->init_size < (uint64_t)hdr->syssize * 16) {
+		log_error(log, "bzImage: init_size 0x%x is smaller than the kernel's 0x%llx bytes",
+			  hdr->init_size, (unsigned long long)hdr->syssize * 16);
 		return -ENOEXEC;
 	}
 	return 0;

@@ -339,6 +339,23 @@ static void elf_segment_past_the_end_of_ram_is_rejected(void **state)
 	assert_int_equal(load(f), -ENOEXEC);
 }
 
+/* The boot page tables map the first 4 GiB: a kernel above them could not run. */
+static void elf_segment_above_4gib_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+	struct guest_memory big;
+	const uint64_t high = 4096 * MIB + 16 * MIB;
+
+	assert_int_equal(guest_memory_create(&big, 5120 * MIB, NULL), 0);
+	assert_non_null(guest_memory_ptr(&big, high, ELF_SEG_MEMSZ));
+	elf_build(&f->img);
+	elf_phdr(&f->img, 0)->p_paddr = high;
+	elf_ehdr(&f->img)->e_entry = high;
+	const struct kernel_source src = {.data = f->img.bytes, .fd = -1, .size = f->img.size};
+	assert_int_equal(kernel_load(&big, &src, &f->info, NULL), -ENOEXEC);
+	guest_memory_destroy(&big);
+}
+
 static void elf_segment_wrapping_the_address_space_is_rejected(void **state)
 {
 	struct fixture *f = *state;
@@ -551,6 +568,45 @@ static void bzimage_whose_init_size_exceeds_ram_is_rejected(void **state)
 	assert_int_equal(load(f), -ENOEXEC);
 }
 
+/* A relocatable kernel runs at 1 MiB aligned up to kernel_alignment: 0 would mean
+ * 4 GiB, and one past pref_address a start the loader did not check init_size from. */
+static void bzimage_with_a_bad_kernel_alignment_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+	const uint32_t bad[] = {0, 3 * MIB, 32 * MIB};
+
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		bz_build(&f->img);
+		bz_hdr(&f->img)->kernel_alignment = bad[i];
+		assert_int_equal(load(f), -ENOEXEC);
+	}
+	bz_build(&f->img);
+	bz_hdr(&f->img)->kernel_alignment = 16 * MIB;
+	assert_int_equal(load(f), 0);
+}
+
+static void bzimage_that_cannot_relocate_and_runs_below_1mib_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+
+	bz_build(&f->img);
+	bz_hdr(&f->img)->relocatable_kernel = 0;
+	bz_hdr(&f->img)->pref_address = 0x10000;
+	assert_int_equal(load(f), -ENOEXEC);
+	bz_hdr(&f->img)->pref_address = 16 * MIB;
+	bz_hdr(&f->img)->kernel_alignment = 0; /* not read for a kernel that stays put */
+	assert_int_equal(load(f), 0);
+}
+
+static void bzimage_whose_init_size_is_below_its_code_is_rejected(void **state)
+{
+	struct fixture *f = *state;
+
+	bz_build(&f->img);
+	bz_hdr(&f->img)->init_size = BZ_CODE_SIZE - 16;
+	assert_int_equal(load(f), -ENOEXEC);
+}
+
 static void bzimage_with_huge_pref_address_is_rejected(void **state)
 {
 	struct fixture *f = *state;
@@ -595,6 +651,13 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(elf_segment_data_past_the_file_is_rejected, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(elf_segment_above_4gib_is_rejected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bzimage_with_a_bad_kernel_alignment_is_rejected, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(
+		bzimage_that_cannot_relocate_and_runs_below_1mib_is_rejected, setup, teardown),
+	    cmocka_unit_test_setup_teardown(bzimage_whose_init_size_is_below_its_code_is_rejected,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(elf_segment_with_filesz_above_memsz_is_rejected, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(elf_segment_below_1mib_is_rejected, setup, teardown),
