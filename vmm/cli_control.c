@@ -164,13 +164,39 @@ static char *cli_vm_state(const char *api_sock, int *code)
 	return state;
 }
 
+/* A path made absolute (malloc'd; NULL without memory or working directory): the mote
+ * that serves the socket opens it from its own working directory, which need not be
+ * ours. */
+static char *cli_absolute_path(const char *path)
+{
+	if (path[0] == '/')
+		return strdup(path);
+	char *cwd = getcwd(NULL, 0);
+	char *absolute = NULL;
+	if (cwd && asprintf(&absolute, "%s/%s", cwd, path) < 0)
+		absolute = NULL;
+	free(cwd);
+	return absolute;
+}
+
+/* Adds path, made absolute, to object as name; a NULL path adds nothing. */
+static bool cli_add_path(cJSON *object, const char *name, const char *path)
+{
+	if (!path)
+		return true;
+	char *absolute = cli_absolute_path(path);
+	bool ok = absolute && cJSON_AddStringToObject(object, name, absolute);
+	free(absolute);
+	return ok;
+}
+
 static char *cli_snapshot_body(const struct cli_control_options *opts)
 {
 	cJSON *json = cJSON_CreateObject();
 	char *body = NULL;
 
-	if (json && cJSON_AddStringToObject(json, "snapshot_path", opts->state_path) &&
-	    cJSON_AddStringToObject(json, "mem_file_path", opts->mem_path) &&
+	if (json && cli_add_path(json, "snapshot_path", opts->state_path) &&
+	    cli_add_path(json, "mem_file_path", opts->mem_path) &&
 	    cJSON_AddStringToObject(json, "snapshot_type", opts->diff ? "Diff" : "Full"))
 		body = cJSON_PrintUnformatted(json);
 	cJSON_Delete(json);
@@ -239,13 +265,15 @@ int cli_control_main(int argc, char **argv)
 	return code;
 }
 
-static bool cli_add_string_array(cJSON *parent, const char *name, const char *const *values,
-				 unsigned count)
+static bool cli_add_path_array(cJSON *parent, const char *name, const char *const *paths,
+			       unsigned count)
 {
 	cJSON *array = cJSON_AddArrayToObject(parent, name);
 
 	for (unsigned i = 0; array && i < count; i++) {
-		cJSON *item = cJSON_CreateString(values[i]);
+		char *absolute = cli_absolute_path(paths[i]);
+		cJSON *item = absolute ? cJSON_CreateString(absolute) : NULL;
+		free(absolute);
 		if (!item || !cJSON_AddItemToArray(array, item)) {
 			cJSON_Delete(item);
 			return false;
@@ -255,11 +283,6 @@ static bool cli_add_string_array(cJSON *parent, const char *name, const char *co
 }
 
 /* Adds name: value unless value is NULL. */
-static bool cli_add_optional(cJSON *object, const char *name, const char *value)
-{
-	return !value || cJSON_AddStringToObject(object, name, value);
-}
-
 static bool cli_add_overrides(cJSON *json, const struct mote_restore_config *r)
 {
 	cJSON *array;
@@ -283,14 +306,14 @@ static bool cli_add_overrides(cJSON *json, const struct mote_restore_config *r)
 			cJSON *o = cJSON_CreateObject();
 			if (!o || !cJSON_AddItemToArray(array, o) ||
 			    !cJSON_AddStringToObject(o, "drive_id", d->disk) ||
-			    !cli_add_optional(o, "path_on_host", d->path) ||
-			    !cli_add_optional(o, "overlay", d->overlay))
+			    !cli_add_path(o, "path_on_host", d->path) ||
+			    !cli_add_path(o, "overlay", d->overlay))
 				return false;
 		}
 	}
 	if (r->vsock_uds_path) {
 		cJSON *o = cJSON_AddObjectToObject(json, "vsock_override");
-		if (!o || !cJSON_AddStringToObject(o, "uds_path", r->vsock_uds_path))
+		if (!o || !cli_add_path(o, "uds_path", r->vsock_uds_path))
 			return false;
 	}
 	return true;
@@ -303,17 +326,17 @@ char *cli_restore_request_body(const struct cli_restore_options *opts)
 	cJSON *backend = NULL;
 	char *body = NULL;
 
-	bool ok = json && cJSON_AddStringToObject(json, "snapshot_path", r->state_path) &&
+	bool ok = json && cli_add_path(json, "snapshot_path", r->state_path) &&
 		  (backend = cJSON_AddObjectToObject(json, "mem_backend")) &&
 		  cJSON_AddStringToObject(backend, "backend_type", "File") &&
-		  cJSON_AddStringToObject(backend, "backend_path", r->mem_path) &&
+		  cli_add_path(backend, "backend_path", r->mem_path) &&
 		  cJSON_AddBoolToObject(json, "resume_vm", !r->paused) &&
 		  cJSON_AddBoolToObject(json, "track_dirty_pages", r->track_dirty_pages) &&
 		  (!r->verify_memory || cJSON_AddBoolToObject(json, "verify_memory", true)) &&
 		  cli_add_overrides(json, r);
 	if (ok && r->mem_diff_count)
-		ok = cli_add_string_array(json, "mem_diff_paths", r->mem_diff_paths,
-					  r->mem_diff_count);
+		ok = cli_add_path_array(json, "mem_diff_paths", r->mem_diff_paths,
+					r->mem_diff_count);
 	if (ok)
 		body = cJSON_PrintUnformatted(json);
 	cJSON_Delete(json);

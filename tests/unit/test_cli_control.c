@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -351,6 +352,43 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 	cli_restore_options_free(&o);
 }
 
+/* The mote serving the socket may run in another directory: relative paths go out
+ * made absolute from ours. */
+static void restore_request_paths_go_out_absolute(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "", fault[256] = "", cwd[4096], expect[4200];
+	const char *words[] = {"restore",     "--snapshot", "s/state",
+			       "--mem",	      "mem",	    "--mem-diff",
+			       "../d1",	      "--disk",	    "vda:path=img,overlay=o1",
+			       "--vsock-uds", "v3",	    "--api-sock",
+			       "/a",	      NULL};
+	struct vm_command command;
+
+	(void)state;
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	char *body = cli_restore_request_body(&o);
+	assert_non_null(body);
+	cJSON *json = cJSON_Parse(body);
+	assert_int_equal(api_parse_snapshot_load(json, &command, fault, sizeof(fault)), 0);
+	const struct mote_restore_config *r = &command.snapshot_load.restore;
+	const char *got[] = {r->state_path,
+			     r->mem_path,
+			     r->mem_diff_paths[0],
+			     r->disk_overrides[0].path,
+			     r->disk_overrides[0].overlay,
+			     r->vsock_uds_path};
+	const char *relative[] = {"s/state", "mem", "../d1", "img", "o1", "v3"};
+	for (unsigned i = 0; i < sizeof(got) / sizeof(got[0]); i++) {
+		snprintf(expect, sizeof(expect), "%s/%s", cwd, relative[i]);
+		assert_string_equal(got[i], expect);
+	}
+	cJSON_Delete(json);
+	free(body);
+	cli_restore_options_free(&o);
+}
+
 static void snapshot_flags_are_parsed(void **state)
 {
 	struct cli_control_options o;
@@ -496,6 +534,7 @@ int main(void)
 	    cmocka_unit_test(restore_bad_arguments_give_a_one_line_reason),
 	    cmocka_unit_test(restore_takes_at_most_64_diff_files),
 	    cmocka_unit_test(restore_request_body_round_trips_through_the_api_parser),
+	    cmocka_unit_test(restore_request_paths_go_out_absolute),
 	    cmocka_unit_test(restore_copies_name_each_copys_resources),
 	    cmocka_unit_test(restore_copies_verify_shared_memory_once),
 	    cmocka_unit_test(restore_copies_print_nothing_unless_asked),
