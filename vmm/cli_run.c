@@ -182,6 +182,8 @@ static int cli_vm_start(struct vm_controller *c, struct cli_context *ctx, const 
 			struct api_server **server)
 {
 	*server = NULL;
+	if (first)
+		vm_controller_hold_first(c);
 	if (api_sock) {
 		struct mote_log log = {cli_log, ctx};
 		int ret = api_server_start(c, api_sock, &log, server);
@@ -191,7 +193,7 @@ static int cli_vm_start(struct vm_controller *c, struct cli_context *ctx, const 
 	if (first) {
 		char fault[VM_CONTROLLER_MESSAGE_MAX + 64];
 		unsigned errors = vm_controller_error_count(c);
-		int ret = vm_controller_execute(c, first, fault, sizeof(fault));
+		int ret = vm_controller_execute_first(c, first, fault, sizeof(fault));
 		if (ret) {
 			/* The library said why already, unless the controller refused. */
 			if (vm_controller_error_count(c) == errors)

@@ -184,11 +184,14 @@ MOTE_API enum mote_vm_state mote_vm_get_state(struct mote_vm *vm);
 /* From any thread while mote_vm_run() runs: takes every vCPU out of KVM_RUN and parks it,
  * lets the devices finish the requests they have in flight and stops them taking new
  * work, and stops the guest's clock. Returns once all of that is done. 0 (also when
- * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile. */
+ * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile.
+ * Before mote_vm_run() starts the VM, it only makes it start paused (0); while
+ * mote_vm_run() is starting it, it waits until the VM runs. */
 MOTE_API int mote_vm_pause(struct mote_vm *vm);
 
 /* Continues a paused VM exactly where it stopped. 0 (also when running); -EINVAL when the
- * VM is neither paused nor running. */
+ * VM is neither paused nor running. Before mote_vm_run() starts the VM, it only undoes
+ * a pause's choice to start it paused. */
 MOTE_API int mote_vm_resume(struct mote_vm *vm);
 
 /* Presses Ctrl-Alt-Del on the i8042 keyboard: Linux reboots, which ends the VM with

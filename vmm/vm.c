@@ -704,6 +704,7 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 	if (!start_paused) {
 		pthread_mutex_lock(&vm->lock);
 		vm->state = MOTE_VM_RUNNING;
+		pthread_cond_broadcast(&vm->pause_cond); /* vm_wait_started() */
 		pthread_mutex_unlock(&vm->lock);
 	}
 
@@ -738,6 +739,7 @@ void mote_vm_stop(struct mote_vm *vm)
 
 int mote_vm_send_ctrl_alt_del(struct mote_vm *vm)
 {
+	vm_wait_started(vm);
 	if (mote_vm_get_state(vm) != MOTE_VM_RUNNING)
 		return -EINVAL;
 	int ret = i8042_send_ctrl_alt_del(&vm->i8042);

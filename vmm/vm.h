@@ -120,6 +120,11 @@ bool vm_has_ended(struct mote_vm *vm);
 bool vm_pause_requested(struct mote_vm *vm);
 void vm_park_vcpu(struct mote_vm *vm);
 
+/* While mote_vm_run() starts the VM's threads (run_started, the state still CREATED),
+ * waits until it runs or ended: a pause, a resume or a Ctrl-Alt-Del then acts on it,
+ * rather than being refused in a window its caller cannot see. */
+void vm_wait_started(struct mote_vm *vm);
+
 /* mote_vm_pause() and mote_vm_resume() with pause_lock held by the caller. */
 int vm_pause_locked(struct mote_vm *vm);
 int vm_resume_locked(struct mote_vm *vm);

@@ -256,6 +256,17 @@ static void vm_command_sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A VM handed to vm_controller_run() stays CREATED until mote_vm_run() started it: a
+ * command waits for that (or the VM's end), at most VM_COMMAND_START_WAIT_MS, rather
+ * than finding it "not started" in a window its sender cannot see. */
+static void vm_command_wait_running(struct mote_vm *vm)
+{
+	for (unsigned waited = 0;
+	     mote_vm_get_state(vm) == MOTE_VM_CREATED && waited < VM_COMMAND_START_WAIT_MS;
+	     waited++)
+		vm_command_sleep_ms(1);
+}
+
 /* Hands a built VM to vm_controller_run() and waits until it runs (or ended), so that the
  * command's caller can pause it as soon as it has the reply. A VM restored paused is
  * ready at once. -EINTR (the VM destroyed) when the controller was stopped meanwhile. */
@@ -277,10 +288,8 @@ static int vm_controller_adopt(struct vm_controller *c, struct mote_vm *vm, cons
 		snprintf(fault, fault_len, "%s: mote was stopped meanwhile", what);
 		return -EINTR;
 	}
-	for (unsigned waited = 0; runner && mote_vm_get_state(vm) == MOTE_VM_CREATED &&
-				  waited < VM_COMMAND_START_WAIT_MS;
-	     waited++)
-		vm_command_sleep_ms(1);
+	if (runner)
+		vm_command_wait_running(vm);
 	return 0;
 }
 
@@ -426,8 +435,8 @@ static int vm_controller_execute_locked(struct vm_controller *c, const struct vm
 	return vm_command_on_vm(c, command, fault, fault_len);
 }
 
-int vm_controller_execute(struct vm_controller *c, const struct vm_command *command, char *fault,
-			  size_t fault_len)
+static int vm_controller_execute_now(struct vm_controller *c, const struct vm_command *command,
+				     char *fault, size_t fault_len)
 {
 	fault[0] = '\0';
 	pthread_mutex_lock(&c->command_lock);
@@ -435,6 +444,35 @@ int vm_controller_execute(struct vm_controller *c, const struct vm_command *comm
 	pthread_mutex_unlock(&c->command_lock);
 	if (ret && !fault[0])
 		snprintf(fault, fault_len, "%s", strerror(-ret));
+	return ret;
+}
+
+int vm_controller_execute(struct vm_controller *c, const struct vm_command *command, char *fault,
+			  size_t fault_len)
+{
+	pthread_mutex_lock(&c->lock);
+	while (c->held)
+		pthread_cond_wait(&c->changed, &c->lock);
+	pthread_mutex_unlock(&c->lock);
+	return vm_controller_execute_now(c, command, fault, fault_len);
+}
+
+void vm_controller_hold_first(struct vm_controller *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->held = c->phase != VM_CONTROLLER_ENDED;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int vm_controller_execute_first(struct vm_controller *c, const struct vm_command *command,
+				char *fault, size_t fault_len)
+{
+	int ret = vm_controller_execute_now(c, command, fault, fault_len);
+
+	pthread_mutex_lock(&c->lock);
+	c->held = false;
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
 	return ret;
 }
 
@@ -497,6 +535,7 @@ void vm_controller_stop(struct vm_controller *c)
 		mote_vm_stop(c->vm);
 	else
 		c->phase = VM_CONTROLLER_ENDED;
+	c->held = false; /* the commands waiting find the phase ended, or the VM stopped */
 	pthread_cond_broadcast(&c->changed);
 	pthread_mutex_unlock(&c->lock);
 }
@@ -510,7 +549,8 @@ void vm_controller_describe(struct vm_controller *c, struct vm_controller_descri
 	} else if (c->vm) {
 		switch (mote_vm_get_state(c->vm)) {
 		case MOTE_VM_CREATED:
-			break;
+			/* Built, and vm_controller_run() is to start it: a pause meanwhile
+			 * makes it start paused (mote_vm_pause), as for a running VM. */
 		case MOTE_VM_RUNNING:
 			out->state = "Running";
 			break;

@@ -111,6 +111,7 @@ struct vm_controller {
 	struct mote_vm *vm;
 	bool configured;	    /* a resource was set: Firecracker's snapshot/load refuses */
 	bool runner_waiting;	    /* vm_controller_run() waits for a VM to run */
+	bool held;		    /* commands wait: the first one has not run (hold_first) */
 	struct cli_options pending; /* the configuration InstanceStart builds from */
 	int64_t start_ns;	    /* CLOCK_MONOTONIC of process start, for the boot timer */
 	mote_log_fn log;	    /* the embedder's */
@@ -138,6 +139,13 @@ void vm_controller_destroy(struct vm_controller *c);
  *   others   what the library returned (mote.h). */
 int vm_controller_execute(struct vm_controller *c, const struct vm_command *command, char *fault,
 			  size_t fault_len);
+
+/* The front-end's own first command (the command line's InstanceStart or snapshot
+ * load) is to run before any other: commands from other threads (the API) wait from now
+ * until vm_controller_execute_first() ran it, or vm_controller_stop(). */
+void vm_controller_hold_first(struct vm_controller *c);
+int vm_controller_execute_first(struct vm_controller *c, const struct vm_command *command,
+				char *fault, size_t fault_len);
 
 /* Waits until the VM exists (built by a command from any thread), runs it until it ends,
  * fills *exit, and destroys it. -EINTR when vm_controller_stop() came first; else what

@@ -68,23 +68,32 @@ static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
 	pthread_mutex_unlock(&vm->lock);
 }
 
-/* A restored VM that mote_vm_run() has not started yet has no threads to stop or
- * start: a pause or a resume only chooses how it is to start, paused (state PAUSED) or
- * running (CREATED), decided under the lock mote_vm_run() reads the state with. True
- * when the VM was in that window and took state. */
+/* A VM that mote_vm_run() has not started yet has no threads to stop or start: a pause
+ * or a resume only chooses how it is to start, paused (state PAUSED) or running
+ * (CREATED), decided under the lock mote_vm_run() reads the state with. True when the
+ * VM was in that window and took state. */
 static bool vm_choose_start(struct mote_vm *vm, enum mote_vm_state state)
 {
 	pthread_mutex_lock(&vm->lock);
-	bool before_run = vm->restored && !vm->run_started &&
-			  (vm->state == MOTE_VM_CREATED || vm->state == MOTE_VM_PAUSED);
+	bool before_run =
+	    !vm->run_started && (vm->state == MOTE_VM_CREATED || vm->state == MOTE_VM_PAUSED);
 	if (before_run)
 		vm->state = state;
 	pthread_mutex_unlock(&vm->lock);
 	return before_run;
 }
 
+void vm_wait_started(struct mote_vm *vm)
+{
+	pthread_mutex_lock(&vm->lock);
+	while (vm->run_started && vm->state == MOTE_VM_CREATED && !vm->ended)
+		pthread_cond_wait(&vm->pause_cond, &vm->lock);
+	pthread_mutex_unlock(&vm->lock);
+}
+
 int vm_pause_locked(struct mote_vm *vm)
 {
+	vm_wait_started(vm);
 	enum mote_vm_state state = mote_vm_get_state(vm);
 	int64_t start_ns = clock_now_ns();
 
@@ -116,6 +125,7 @@ int vm_pause_locked(struct mote_vm *vm)
 
 int vm_resume_locked(struct mote_vm *vm)
 {
+	vm_wait_started(vm);
 	enum mote_vm_state state = mote_vm_get_state(vm);
 
 	/* mote_vm_run() starts the event thread and vCPUs: starting them here would race

@@ -2,6 +2,7 @@
  * of the control API, and the controller's life without a VM. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -526,6 +527,63 @@ static void a_controller_stopped_before_any_vm_ends_its_wait(void **state)
 	vm_controller_destroy(&c);
 }
 
+struct held_command {
+	struct vm_controller *c;
+	struct vm_command command;
+	int ret;
+	atomic_bool done;
+};
+
+static void *execute_held(void *arg)
+{
+	struct held_command *h = arg;
+	char fault[256];
+
+	h->ret = vm_controller_execute(h->c, &h->command, fault, sizeof(fault));
+	atomic_store(&h->done, true);
+	return NULL;
+}
+
+/* The command line's own first command runs before any the API took meanwhile. */
+static void commands_wait_for_the_first_one(void **state)
+{
+	struct vm_controller c;
+	struct cli_options pending;
+	pthread_t thread;
+	char fault[256];
+	struct vm_controller_description d;
+	struct vm_command first = {.kind = VM_COMMAND_MACHINE_CONFIG,
+				   .machine_config = {.has_vcpu_count = true, .vcpu_count = 2}};
+	struct held_command later = {
+	    .c = &c,
+	    .command = {.kind = VM_COMMAND_MACHINE_CONFIG,
+			.machine_config = {.has_vcpu_count = true, .vcpu_count = 3}}};
+
+	(void)state;
+	cli_options_init(&pending);
+	vm_controller_init(&c, &pending, 0, NULL, NULL);
+	vm_controller_hold_first(&c);
+	atomic_init(&later.done, false);
+	assert_int_equal(pthread_create(&thread, NULL, execute_held, &later), 0);
+	usleep(50000);
+	assert_false(atomic_load(&later.done));
+	assert_int_equal(vm_controller_execute_first(&c, &first, fault, sizeof(fault)), 0);
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_int_equal(later.ret, 0);
+	vm_controller_describe(&c, &d);
+	assert_int_equal(d.vcpu_count, 3);
+
+	/* A stop lets the commands held go, to find the controller ended. */
+	vm_controller_hold_first(&c);
+	later.command = (struct vm_command){.kind = VM_COMMAND_PAUSE};
+	atomic_store(&later.done, false);
+	assert_int_equal(pthread_create(&thread, NULL, execute_held, &later), 0);
+	vm_controller_stop(&c);
+	assert_int_equal(pthread_join(thread, NULL), 0);
+	assert_int_equal(later.ret, -EINVAL);
+	vm_controller_destroy(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -545,6 +603,7 @@ int main(void)
 	    cmocka_unit_test(run_with_an_api_socket_needs_no_kernel),
 	    cmocka_unit_test(disk_overlay_from_flag_and_config),
 	    cmocka_unit_test(a_controller_stopped_before_any_vm_ends_its_wait),
+	    cmocka_unit_test(commands_wait_for_the_first_one),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
