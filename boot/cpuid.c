@@ -1,8 +1,12 @@
 /* Guest CPUID adjustments on top of KVM_GET_SUPPORTED_CPUID. The topology told to the
  * guest is one package of cpu_count cores with one thread each, APIC id = vCPU index,
- * matching the MP table (mptable.c). Entries are matched on function and index, never
- * on their position: KVM does not promise an order. */
+ * matching the MP table (mptable.c): in leaves 1, 4, 0xb and 0x1f, and on AMD in
+ * Fn8000_0008, Fn8000_001D and Fn8000_001E, which Linux reads there instead. Entries are matched on
+ * function and index, never on their position: KVM does not promise an order. */
 #include "cpuid.h"
+
+#include <stdbool.h>
+#include <stddef.h>
 
 /* Intel SDM Vol. 2A, CPUID; AMD APM Vol. 3, Appendix E. */
 #define CPUID_LEAF_FEATURES 0x1
@@ -10,7 +14,11 @@
 #define CPUID_LEAF_PMU 0xa
 #define CPUID_LEAF_TOPOLOGY 0xb
 #define CPUID_LEAF_TOPOLOGY_V2 0x1f
+#define CPUID_LEAF_VENDOR 0x0
 #define CPUID_LEAF_EXT_FEATURES 0x80000001
+#define CPUID_LEAF_AMD_SIZES 0x80000008
+#define CPUID_LEAF_AMD_CACHE_TOPOLOGY 0x8000001d
+#define CPUID_LEAF_AMD_EXT_APIC_ID 0x8000001e
 #define CPUID_LEAF_KVM_FEATURES 0x40000001 /* Documentation/virt/kvm/x86/cpuid.rst */
 
 #define LEAF1_ECX_VMX (1U << 5)
@@ -91,12 +99,84 @@ static void cpuid_leaf_topology(struct kvm_cpuid_entry2 *e, unsigned cpu_index, 
 	e->edx = cpu_index;
 }
 
+/* AMD APM Vol. 3, E.4.7, Fn8000_0008 ECX: NC (bits 7:0) is the number of cores in the
+ * package minus one, ApicIdSize (15:12) the APIC id bits that number them. Linux takes
+ * its core count and the package id's shift from them on AMD (amd_detect_cmp). */
+static void cpuid_leaf_amd_sizes(struct kvm_cpuid_entry2 *e, unsigned cpu_count)
+{
+	e->ecx = (e->ecx & ~0xf0ffU) | (ceil_log2(cpu_count) << 12) | ((cpu_count - 1) & 0xffU);
+}
+
+/* Fn8000_001D (E.4.15), AMD's leaf 4: EAX[25:14] the logical processors sharing the cache
+ * minus one, as for leaf 4 (no core count here). */
+static void cpuid_leaf_amd_cache(struct kvm_cpuid_entry2 *e, unsigned cpu_count)
+{
+	unsigned level = (e->eax >> 5) & 0x7;
+	unsigned sharing = level >= 3 ? cpu_count - 1 : 0;
+
+	if ((e->eax & 0x1f) == 0)
+		return;
+	e->eax = (e->eax & ~0x03ffc000U) | ((sharing & 0xfffU) << 14);
+}
+
+/* Fn8000_001E (E.4.16): EAX the extended APIC id; EBX[7:0] the core id and EBX[15:8]
+ * threads per core minus one; ECX node 0, one node per package. KVM reports it zeroed. */
+static void cpuid_leaf_amd_apic_id(struct kvm_cpuid_entry2 *e, unsigned cpu_index)
+{
+	e->eax = cpu_index;
+	e->ebx = cpu_index & 0xffU;
+	e->ecx = 0;
+	e->edx = 0;
+}
+
+static struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *entries, unsigned count,
+					   uint32_t function, uint32_t index)
+{
+	for (unsigned i = 0; i < count; i++)
+		if (entries[i].function == function && entries[i].index == index)
+			return &entries[i];
+	return NULL;
+}
+
+/* "AuthenticAMD" or "HygonGenuine" in leaf 0: the Fn8000_00xx topology leaves apply. */
+static bool cpuid_is_amd(struct kvm_cpuid_entry2 *entries, unsigned count)
+{
+	const struct kvm_cpuid_entry2 *e = cpuid_find(entries, count, CPUID_LEAF_VENDOR, 0);
+
+	return e && ((e->ebx == 0x68747541 && e->edx == 0x69746e65 && e->ecx == 0x444d4163) ||
+		     (e->ebx == 0x6f677948 && e->edx == 0x6e65476e && e->ecx == 0x656e6975));
+}
+
+/* KVM reports only subleaf 0 of leaves 0xb and 0x1f, zeroed (Linux 6.1, cpuid.c: "a
+ * valid topology is indicated by the presence of subleaf 1"): the core level (1) and
+ * the invalid level that ends the list (2) are added, where the leaf is there at all
+ * and capacity allows. Returns the new count. */
+static unsigned cpuid_add_topology_levels(struct kvm_cpuid_entry2 *entries, unsigned count,
+					  unsigned capacity, uint32_t function)
+{
+	if (!cpuid_find(entries, count, function, 0))
+		return count;
+	for (uint32_t index = 1; index <= 2 && count < capacity; index++) {
+		if (cpuid_find(entries, count, function, index))
+			continue;
+		entries[count] = (struct kvm_cpuid_entry2){
+		    .function = function,
+		    .index = index,
+		    .flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX,
+		};
+		count++;
+	}
+	return count;
+}
+
 unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned capacity,
 		      unsigned cpu_index, unsigned cpu_count)
 {
-	(void)capacity; /* nothing is added */
 	if (cpu_count == 0)
 		cpu_count = 1;
+	count = cpuid_add_topology_levels(entries, count, capacity, CPUID_LEAF_TOPOLOGY);
+	count = cpuid_add_topology_levels(entries, count, capacity, CPUID_LEAF_TOPOLOGY_V2);
+	bool amd = cpuid_is_amd(entries, count);
 
 	for (unsigned i = 0; i < count; i++) {
 		struct kvm_cpuid_entry2 *e = &entries[i];
@@ -124,6 +204,18 @@ unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned
 		case CPUID_LEAF_EXT_FEATURES:
 			/* AMD APM Vol. 3 E.4.2, Fn8000_0001 ECX[2] SVM: no nested SVM. */
 			e->ecx &= ~EXT1_ECX_SVM;
+			break;
+		case CPUID_LEAF_AMD_SIZES:
+			if (amd)
+				cpuid_leaf_amd_sizes(e, cpu_count);
+			break;
+		case CPUID_LEAF_AMD_CACHE_TOPOLOGY:
+			if (amd)
+				cpuid_leaf_amd_cache(e, cpu_count);
+			break;
+		case CPUID_LEAF_AMD_EXT_APIC_ID:
+			if (amd)
+				cpuid_leaf_amd_apic_id(e, cpu_index);
 			break;
 		case CPUID_LEAF_KVM_FEATURES:
 			/* Async page faults (cpuid.rst, msr.rst MSR_KVM_ASYNC_PF_EN) let the

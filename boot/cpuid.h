@@ -8,7 +8,9 @@
 #include <stdint.h>
 
 /* Rewrites entries[0..count) in place for vCPU cpu_index of cpu_count; returns the new
- * count (entries may be dropped, never added beyond capacity). */
+ * count: the topology levels KVM leaves out are added (CPUID_ADDED_MAX at most), never
+ * beyond capacity. */
+#define CPUID_ADDED_MAX 4
 unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned capacity,
 		      unsigned cpu_index, unsigned cpu_count);
 

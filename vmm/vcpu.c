@@ -43,14 +43,16 @@ static int vcpu_ioctl_error(struct vcpu *vcpu, const char *what)
 static int vcpu_set_cpuid(struct vcpu *vcpu, const struct kvm_cpuid2 *supported)
 {
 	size_t bytes = sizeof(*supported) + supported->nent * sizeof(supported->entries[0]);
-	struct kvm_cpuid2 *cpuid = malloc(bytes);
+	unsigned capacity = supported->nent + CPUID_ADDED_MAX;
+	struct kvm_cpuid2 *cpuid =
+	    malloc(sizeof(*supported) + capacity * sizeof(supported->entries[0]));
 	int ret = 0;
 
 	if (!cpuid)
 		return -ENOMEM;
 	memcpy(cpuid, supported, bytes);
-	cpuid->nent = cpuid_adjust(cpuid->entries, cpuid->nent, supported->nent, vcpu->index,
-				   vcpu->vm->cpu_count);
+	cpuid->nent =
+	    cpuid_adjust(cpuid->entries, cpuid->nent, capacity, vcpu->index, vcpu->vm->cpu_count);
 	/* KVM emulates the TSC-deadline LAPIC timer but does not list it in the supported
 	 * leaves (api.rst, KVM_CAP_TSC_DEADLINE_TIMER). Offering it spares the guest its
 	 * LAPIC-against-PIT calibration, which is slow and fails under nested emulation. */

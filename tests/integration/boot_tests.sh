@@ -17,10 +17,17 @@ test_bzimage_boots_to_init_with_four_vcpus() {
 	has_line "$out" 4 || fail "nproc did not print 4: $(tr '\n' '|' <"$out")"
 }
 
-test_vmlinux_sees_all_four_vcpus() {
-	boot t3 "$VMLINUX" 4 128M "grep -c ^processor /proc/cpuinfo"
+# ... as one package of four cores (CPUID leaf 0xb and, on AMD, Fn8000_0008/001E):
+# before KVM's missing core level was added, each vCPU was a package of its own.
+test_vmlinux_sees_all_four_vcpus_as_one_package_of_four_cores() {
+	local t=/sys/devices/system/cpu
+	boot t3 "$VMLINUX" 4 128M "grep -c ^processor /proc/cpuinfo; \
+		echo packages=\$(cat $t/cpu*/topology/physical_package_id | sort -u | tr '\n' ,); \
+		echo cores=\$(cat $t/cpu*/topology/core_id | sort -u | tr '\n' ,)"
 	expect_status 0
 	has_line "$out" 4 || fail "/proc/cpuinfo did not list 4 CPUs"
+	has_line "$out" "packages=0," || fail "not one package: $(grep packages= "$out")"
+	has_line "$out" "cores=0,1,2,3," || fail "not four cores: $(grep cores= "$out")"
 }
 
 test_guest_command_output_and_exit_status_come_back() {

@@ -10,7 +10,7 @@
 
 #include "boot/cpuid.h"
 
-#define CAPACITY 16
+#define CAPACITY 20
 
 struct cpuid_table {
 	struct kvm_cpuid_entry2 e[CAPACITY];
@@ -230,10 +230,94 @@ static void other_leaves_are_untouched_and_none_dropped(void **state)
 
 	(void)state;
 	adjust(&t, 0, 4);
-	assert_int_equal(t.count, 13);
+	assert_int_equal(t.count, 14); /* the 13, and leaf 0x1f's ending subleaf 2 added */
+	assert_int_equal((find(&t, 0x1f, 2)->ecx >> 8) & 0xff, 0);
 	e = find(&t, 0, 0);
 	assert_int_equal(e->eax, 0x16);
 	assert_int_equal(e->ebx, 0x756e6547);
+}
+
+/* What KVM_GET_SUPPORTED_CPUID really gives on an AMD host (Linux 6.1): leaf 0xb with
+ * subleaf 0 only, zeroed; no leaf 0x1f; the AMD topology leaves with the host's values,
+ * Fn8000_001E zeroed. */
+static void kvm_amd_table(struct cpuid_table *t)
+{
+	t->count = 0;
+	add(t, 0x0, 0, 0x10, 0x68747541, 0x444d4163, 0x69746e65); /* AuthenticAMD */
+	add(t, 0x1, 0, 0x00a00f11, 0x00100800, 0x7ed8320b, 0x178bfbff);
+	add(t, 0xb, 0, 0, 0, 0, 0);
+	t->e[t->count - 1].flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX;
+	add(t, 0x80000008, 0, 0x3030, 0, 0x0000700f, 0);	  /* 16 cores, 7 id bits */
+	add(t, 0x8000001d, 0, 0x00004121, 0x01c0003f, 0x3f, 0);	  /* L1d, 2 sharing */
+	add(t, 0x8000001d, 3, 0x0003c163, 0x03c0003f, 0x7fff, 1); /* L3, 16 sharing */
+	add(t, 0x8000001d, 4, 0, 0, 0, 0);
+	add(t, 0x8000001e, 0, 0, 0, 0, 0);
+}
+
+static void the_core_level_kvm_leaves_out_is_added(void **state)
+{
+	struct cpuid_table t;
+
+	(void)state;
+	for (unsigned cpu = 0; cpu < 4; cpu++) {
+		kvm_amd_table(&t);
+		unsigned before = t.count;
+		t.count = cpuid_adjust(t.e, t.count, CAPACITY, cpu, 4);
+		/* Leaf 0xb gains subleaves 1 and 2; leaf 0x1f is not there and stays away. */
+		assert_int_equal(t.count, before + 2);
+		const struct kvm_cpuid_entry2 *smt = find(&t, 0xb, 0), *core = find(&t, 0xb, 1),
+					      *end = find(&t, 0xb, 2);
+		assert_int_equal(smt->ebx, 1);
+		assert_int_equal((smt->ecx >> 8) & 0xff, 1);
+		assert_int_equal(core->eax, 2); /* 4 cores: the package id is APIC id >> 2 */
+		assert_int_equal(core->ebx, 4);
+		assert_int_equal(core->ecx, (2 << 8) | 1);
+		assert_int_equal(core->edx, cpu);
+		assert_int_equal(core->flags & KVM_CPUID_FLAG_SIGNIFCANT_INDEX,
+				 KVM_CPUID_FLAG_SIGNIFCANT_INDEX);
+		assert_int_equal((end->ecx >> 8) & 0xff, 0);
+		assert_int_equal(end->ebx, 0);
+	}
+	/* Never past the capacity given. */
+	kvm_amd_table(&t);
+	unsigned full = t.count;
+	assert_int_equal(cpuid_adjust(t.e, t.count, full + 1, 0, 4), full + 1);
+	kvm_amd_table(&t);
+	assert_int_equal(cpuid_adjust(t.e, t.count, full, 0, 4), full);
+}
+
+static void amd_topology_leaves_describe_one_package_of_the_vcpus(void **state)
+{
+	struct cpuid_table t;
+
+	(void)state;
+	for (unsigned cpu = 0; cpu < 4; cpu++) {
+		kvm_amd_table(&t);
+		t.count = cpuid_adjust(t.e, t.count, CAPACITY, cpu, 4);
+		const struct kvm_cpuid_entry2 *sizes = find(&t, 0x80000008, 0);
+		assert_int_equal(sizes->ecx & 0xff, 3);	       /* NC: 4 cores */
+		assert_int_equal((sizes->ecx >> 12) & 0xf, 2); /* ApicIdSize */
+		assert_int_equal(sizes->eax, 0x3030);	       /* address sizes kept */
+		const struct kvm_cpuid_entry2 *apic = find(&t, 0x8000001e, 0);
+		assert_int_equal(apic->eax, cpu);
+		assert_int_equal(apic->ebx & 0xff, cpu);      /* core id */
+		assert_int_equal((apic->ebx >> 8) & 0xff, 0); /* one thread a core */
+		assert_int_equal((find(&t, 0x8000001d, 0)->eax >> 14) & 0xfff, 0);
+		assert_int_equal((find(&t, 0x8000001d, 3)->eax >> 14) & 0xfff, 3);
+		assert_int_equal(find(&t, 0x8000001d, 3)->eax & 0x3fff, 0x0163);
+	}
+}
+
+/* Intel has no such leaves: Fn8000_0008 ECX is reserved there and stays as it was. */
+static void amd_leaves_are_left_alone_on_intel(void **state)
+{
+	struct cpuid_table t;
+
+	(void)state;
+	host_table(&t);
+	add(&t, 0x80000008, 0, 0x3027, 0, 0, 0);
+	t.count = cpuid_adjust(t.e, t.count, CAPACITY, 1, 4);
+	assert_int_equal(find(&t, 0x80000008, 0)->ecx, 0);
 }
 
 int main(void)
@@ -253,6 +337,9 @@ int main(void)
 	    cmocka_unit_test(leaf_0x1f_mirrors_leaf_0xb),
 	    cmocka_unit_test(leaf4_core_count_matches_the_vcpus),
 	    cmocka_unit_test(other_leaves_are_untouched_and_none_dropped),
+	    cmocka_unit_test(the_core_level_kvm_leaves_out_is_added),
+	    cmocka_unit_test(amd_topology_leaves_describe_one_package_of_the_vcpus),
+	    cmocka_unit_test(amd_leaves_are_left_alone_on_intel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
