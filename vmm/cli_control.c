@@ -14,6 +14,7 @@
 
 #include "api_client.h"
 #include "cli_options.h"
+#include "../virtio/vsock_uds.h"
 
 enum {
 	OPT_API_SOCK = 1000,
@@ -345,6 +346,17 @@ char *cli_restore_request_body(const struct cli_restore_options *opts)
 
 int cli_restore_send(const struct cli_restore_options *opts)
 {
+	const char *uds = opts->restore.vsock_uds_path;
+	char *absolute = uds ? cli_absolute_path(uds) : NULL;
+	bool too_long = absolute && vsock_uds_path_check(absolute) == -ENAMETOOLONG;
+	free(absolute);
+	if (too_long) {
+		fprintf(stderr,
+			"mote: --vsock-uds %s: made absolute for the mote that serves %s, it is "
+			"too long for a Unix socket path\n",
+			uds, opts->api_sock);
+		return CLI_CONTROL_USAGE;
+	}
 	char *body = cli_restore_request_body(opts);
 	long status;
 

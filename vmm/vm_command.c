@@ -354,6 +354,8 @@ static int vm_command_on_vm(struct vm_controller *c, const struct vm_command *co
 	switch (command->kind) {
 	case VM_COMMAND_SEND_CTRL_ALT_DEL:
 		what = "SendCtrlAltDel";
+		/* GET / calls a built VM running: the keys wait until it is. */
+		vm_command_wait_running(c->vm);
 		ret = mote_vm_send_ctrl_alt_del(c->vm);
 		break;
 	case VM_COMMAND_PAUSE:

@@ -75,8 +75,8 @@ static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
 static bool vm_choose_start(struct mote_vm *vm, enum mote_vm_state state)
 {
 	pthread_mutex_lock(&vm->lock);
-	bool before_run =
-	    !vm->run_started && (vm->state == MOTE_VM_CREATED || vm->state == MOTE_VM_PAUSED);
+	bool before_run = !vm->run_started && !vm->ended &&
+			  (vm->state == MOTE_VM_CREATED || vm->state == MOTE_VM_PAUSED);
 	if (before_run)
 		vm->state = state;
 	pthread_mutex_unlock(&vm->lock);
@@ -93,12 +93,14 @@ void vm_wait_started(struct mote_vm *vm)
 
 int vm_pause_locked(struct mote_vm *vm)
 {
-	vm_wait_started(vm);
-	enum mote_vm_state state = mote_vm_get_state(vm);
 	int64_t start_ns = clock_now_ns();
 
+	/* Before, during or after mote_vm_run()'s start, in that order: the state is read
+	 * only once the start is behind it. */
 	if (vm_choose_start(vm, MOTE_VM_PAUSED))
 		return 0;
+	vm_wait_started(vm);
+	enum mote_vm_state state = mote_vm_get_state(vm);
 	if (state == MOTE_VM_PAUSED)
 		return 0;
 	if (state != MOTE_VM_RUNNING)
@@ -125,13 +127,12 @@ int vm_pause_locked(struct mote_vm *vm)
 
 int vm_resume_locked(struct mote_vm *vm)
 {
-	vm_wait_started(vm);
-	enum mote_vm_state state = mote_vm_get_state(vm);
-
 	/* mote_vm_run() starts the event thread and vCPUs: starting them here would race
 	 * it (a second event thread). */
 	if (vm_choose_start(vm, MOTE_VM_CREATED))
 		return 0;
+	vm_wait_started(vm);
+	enum mote_vm_state state = mote_vm_get_state(vm);
 	if (state == MOTE_VM_RUNNING)
 		return 0;
 	if (state != MOTE_VM_PAUSED)

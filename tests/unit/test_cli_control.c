@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -390,6 +391,36 @@ static void restore_request_paths_go_out_absolute(void **state)
 	cli_restore_options_free(&o);
 }
 
+/* A relative vsock socket path that fits is refused when, made absolute, it would not
+ * fit a Unix socket address: before anything is sent. */
+static void a_vsock_path_too_long_once_absolute_is_refused(void **state)
+{
+	struct cli_restore_options o;
+	char error[CLI_ERROR_MAX] = "", cwd[4096], deep[4096];
+	const char *words[] = {
+	    "restore",	  "--snapshot",	      "/s", "--mem", "/m", "--vsock-uds", "v.sock",
+	    "--api-sock", "/nonexistent/api", NULL};
+
+	(void)state;
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	snprintf(deep, sizeof(deep), "/tmp/mote-deep-%d", (int)getpid());
+	assert_int_equal(mkdir(deep, 0700), 0);
+	size_t len = strlen(deep);
+	while (len < 110) {
+		len += (size_t)snprintf(deep + len, sizeof(deep) - len, "/%s", "d123456789");
+		assert_int_equal(mkdir(deep, 0700), 0);
+	}
+	assert_int_equal(chdir(deep), 0);
+	assert_int_equal(parse_restore(&o, error, words), 0);
+	assert_int_equal(cli_restore_send(&o), CLI_CONTROL_USAGE);
+	cli_restore_options_free(&o);
+	assert_int_equal(chdir(cwd), 0);
+	while (strlen(deep) > strlen("/tmp")) {
+		assert_int_equal(rmdir(deep), 0);
+		*strrchr(deep, '/') = '\0';
+	}
+}
+
 static void snapshot_flags_are_parsed(void **state)
 {
 	struct cli_control_options o;
@@ -593,6 +624,7 @@ int main(void)
 	    cmocka_unit_test(restore_takes_at_most_64_diff_files),
 	    cmocka_unit_test(restore_request_body_round_trips_through_the_api_parser),
 	    cmocka_unit_test(restore_request_paths_go_out_absolute),
+	    cmocka_unit_test(a_vsock_path_too_long_once_absolute_is_refused),
 	    cmocka_unit_test(restore_copies_name_each_copys_resources),
 	    cmocka_unit_test(restore_copies_verify_shared_memory_once),
 	    cmocka_unit_test(restore_copies_print_nothing_unless_asked),
