@@ -302,11 +302,29 @@ static void restore_copies_refuse_a_shared_resource(void **state)
 	}
 }
 
+/* `mote restore words` parsed into o, its request body built and read back by PUT
+ * /snapshot/load's parser into command, whose strings live in the JSON returned (the
+ * caller deletes it, and frees o). */
+static cJSON *restore_request_through_the_api(const char *const *words,
+					      struct cli_restore_options *o,
+					      struct vm_command *command)
+{
+	char error[CLI_ERROR_MAX] = "", fault[256] = "";
+
+	assert_int_equal(parse_restore(o, error, words), 0);
+	char *body = cli_restore_request_body(o);
+	assert_non_null(body);
+	cJSON *json = cJSON_Parse(body);
+	free(body);
+	assert_non_null(json);
+	assert_int_equal(api_parse_snapshot_load(json, command, fault, sizeof(fault)), 0);
+	return json;
+}
+
 /* What `mote restore --api-sock` sends is what PUT /snapshot/load reads back. */
 static void restore_request_body_round_trips_through_the_api_parser(void **state)
 {
 	struct cli_restore_options o;
-	char error[CLI_ERROR_MAX] = "", fault[256] = "";
 	const char *words[] = {"restore",
 			       "--snapshot",
 			       "/s/state",
@@ -328,11 +346,7 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 	struct vm_command command;
 
 	(void)state;
-	assert_int_equal(parse_restore(&o, error, words), 0);
-	char *body = cli_restore_request_body(&o);
-	assert_non_null(body);
-	cJSON *json = cJSON_Parse(body);
-	assert_int_equal(api_parse_snapshot_load(json, &command, fault, sizeof(fault)), 0);
+	cJSON *json = restore_request_through_the_api(words, &o, &command);
 	const struct mote_restore_config *r = &command.snapshot_load.restore;
 	assert_string_equal(r->state_path, "/s/state");
 	assert_string_equal(r->mem_path, "/s/mem");
@@ -350,7 +364,6 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 	assert_true(r->verify_memory);
 	assert_false(r->paused); /* no --paused: resume_vm */
 	cJSON_Delete(json);
-	free(body);
 	cli_restore_options_free(&o);
 }
 
@@ -359,7 +372,7 @@ static void restore_request_body_round_trips_through_the_api_parser(void **state
 static void restore_request_paths_go_out_absolute(void **state)
 {
 	struct cli_restore_options o;
-	char error[CLI_ERROR_MAX] = "", fault[256] = "", cwd[4096], expect[4200];
+	char cwd[4096], expect[4200];
 	const char *words[] = {"restore",     "--snapshot", "s/state",
 			       "--mem",	      "mem",	    "--mem-diff",
 			       "../d1",	      "--disk",	    "vda:path=img,overlay=o1",
@@ -369,11 +382,7 @@ static void restore_request_paths_go_out_absolute(void **state)
 
 	(void)state;
 	assert_non_null(getcwd(cwd, sizeof(cwd)));
-	assert_int_equal(parse_restore(&o, error, words), 0);
-	char *body = cli_restore_request_body(&o);
-	assert_non_null(body);
-	cJSON *json = cJSON_Parse(body);
-	assert_int_equal(api_parse_snapshot_load(json, &command, fault, sizeof(fault)), 0);
+	cJSON *json = restore_request_through_the_api(words, &o, &command);
 	const struct mote_restore_config *r = &command.snapshot_load.restore;
 	const char *got[] = {r->state_path,
 			     r->mem_path,
@@ -387,7 +396,6 @@ static void restore_request_paths_go_out_absolute(void **state)
 		assert_string_equal(got[i], expect);
 	}
 	cJSON_Delete(json);
-	free(body);
 	cli_restore_options_free(&o);
 }
 

@@ -342,27 +342,36 @@ static void response_on_an_established_connection_resets_it(void **state)
 	close(fd);
 }
 
+/* The guest sends len bytes of data at a time, at most packets times, taking the
+ * device's answers as they come, until the device resets the connection: true if it
+ * did. The RST carries no credit: c keeps the last the guest had. */
+static bool send_until_reset(struct vsock_fixture *f, struct gconn *c, const uint8_t *data,
+			     uint32_t len, int packets)
+{
+	struct vsock_pkt pkt = {0};
+	bool reset = false;
+
+	for (int i = 0; i < packets && !reset; i++) {
+		gc_send(f, c, VIRTIO_VSOCK_OP_RW, 0, data, len);
+		while (!reset && recv_pkt_within(f, &pkt, NULL, 0)) {
+			reset = pkt.op == VIRTIO_VSOCK_OP_RST;
+			if (!reset)
+				gc_note(c, &pkt);
+		}
+	}
+	return reset;
+}
+
 static void guest_overrunning_the_credit_is_reset(void **state)
 {
 	struct vsock_fixture *f = *state;
 	static uint8_t data[VSOCK_MAX_PAYLOAD];
 	int listener = host_listen(f, 8000);
 	struct gconn c;
-	struct vsock_pkt pkt = {0};
 	int fd = connect_from_guest(f, listener, 8000, 1000, &c);
-	bool reset = false;
 
 	/* The host reads nothing, and the guest ignores the credit it was given. */
-	for (int i = 0; i < 32 && !reset; i++) {
-		gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, data, sizeof(data));
-		while (!reset && recv_pkt_within(f, &pkt, NULL, 0)) {
-			/* The RST carries no credit: c keeps the last the guest had. */
-			reset = pkt.op == VIRTIO_VSOCK_OP_RST;
-			if (!reset)
-				gc_note(&c, &pkt);
-		}
-	}
-	assert_true(reset);
+	assert_true(send_until_reset(f, &c, data, sizeof(data), 32));
 	/* Only once it went beyond what it was told it may send. */
 	assert_true(c.tx_cnt - c.peer_fwd_cnt > c.peer_buf_alloc);
 	host_expect_eof(f, fd);
@@ -381,8 +390,6 @@ static void connections_beyond_the_credit_budget_get_a_small_credit(void **state
 	int small[3];
 	int listener = host_listen(f, 8000);
 	struct gconn c;
-	struct vsock_pkt pkt = {0};
-	bool reset = false;
 
 	for (uint32_t i = 0; i < DEVICE_FULL_CREDIT_CONNECTIONS; i++) {
 		fd[i] = connect_from_guest(f, listener, 8000, 1000 + i, &c);
@@ -395,16 +402,7 @@ static void connections_beyond_the_credit_budget_get_a_small_credit(void **state
 
 	/* The host reads nothing, and the guest ignores the credit: once its socket is
 	 * full, the device holds no more than the small credit before it resets. */
-	for (int i = 0; i < 1024 && !reset; i++) {
-		gc_send(f, &c, VIRTIO_VSOCK_OP_RW, 0, data, sizeof(data));
-		while (!reset && recv_pkt_within(f, &pkt, NULL, 0)) {
-			/* The RST carries no credit: c keeps the last the guest had. */
-			reset = pkt.op == VIRTIO_VSOCK_OP_RST;
-			if (!reset)
-				gc_note(&c, &pkt);
-		}
-	}
-	assert_true(reset);
+	assert_true(send_until_reset(f, &c, data, sizeof(data), 1024));
 	/* The guest's view lags the device's by less than the quarter of the credit after
 	 * which the device sends a CREDIT_UPDATE. */
 	assert_true(c.tx_cnt - c.peer_fwd_cnt > DEVICE_BUF_ALLOC_SMALL);
