@@ -1,8 +1,9 @@
 /* Guest CPUID adjustments on top of KVM_GET_SUPPORTED_CPUID. The topology told to the
  * guest is one package of cpu_count cores with one thread each, APIC id = vCPU index,
  * matching the MP table (mptable.c): in leaves 1, 4, 0xb and 0x1f, and on AMD in
- * Fn8000_0008, Fn8000_001D and Fn8000_001E, which Linux reads there instead. Entries are matched on
- * function and index, never on their position: KVM does not promise an order. */
+ * Fn8000_0008, Fn8000_001D and Fn8000_001E, which Linux reads there instead. Entries
+ * are matched on function and index, never on their position: KVM does not promise an
+ * order. */
 #include "cpuid.h"
 
 #include <stdbool.h>
@@ -58,19 +59,27 @@ static void cpuid_leaf_features(struct kvm_cpuid_entry2 *e, unsigned cpu_index, 
 	e->ecx &= ~LEAF1_ECX_VMX;
 }
 
+/* A cache leaf's EAX (leaf 4, AMD's Fn8000_001D) with EAX[25:14], the logical
+ * processors sharing the cache minus one, set: a thread's own L1/L2, an L3 shared by
+ * the whole package. EAX[7:5] is the cache level. */
+static uint32_t cache_shared_by(uint32_t eax, unsigned cpu_count)
+{
+	unsigned level = (eax >> 5) & 0x7;
+	unsigned sharing = level >= 3 ? cpu_count - 1 : 0;
+
+	return (eax & ~0x03ffc000U) | ((sharing & 0xfffU) << 14);
+}
+
 /* Leaf 4 (SDM "Deterministic Cache Parameters"): EAX[31:26] is the number of core ids
- * in the package minus one, EAX[25:14] the logical processors sharing this cache minus
- * one: a thread's own L1/L2, an L3 shared by the whole package. Subleaves with cache
- * type (EAX[4:0]) 0 terminate the list and stay zero. */
+ * in the package minus one, EAX[25:14] the sharing (cache_shared_by). Subleaves with
+ * cache type (EAX[4:0]) 0 terminate the list and stay zero. */
 static void cpuid_leaf_cache(struct kvm_cpuid_entry2 *e, unsigned cpu_count)
 {
-	unsigned level = (e->eax >> 5) & 0x7;
-	unsigned sharing = level >= 3 ? cpu_count - 1 : 0;
 	unsigned cores = cpu_count - 1 > 63 ? 63 : cpu_count - 1;
 
 	if ((e->eax & 0x1f) == 0)
 		return;
-	e->eax = (e->eax & 0x00003fffU) | ((sharing & 0xfffU) << 14) | (cores << 26);
+	e->eax = (cache_shared_by(e->eax, cpu_count) & 0x03ffffffU) | (cores << 26);
 }
 
 /* Leaves 0xb and 0x1f (SDM "Extended Topology Enumeration", "V2 Extended Topology"):
@@ -107,16 +116,12 @@ static void cpuid_leaf_amd_sizes(struct kvm_cpuid_entry2 *e, unsigned cpu_count)
 	e->ecx = (e->ecx & ~0xf0ffU) | (ceil_log2(cpu_count) << 12) | ((cpu_count - 1) & 0xffU);
 }
 
-/* Fn8000_001D (E.4.15), AMD's leaf 4: EAX[25:14] the logical processors sharing the cache
- * minus one, as for leaf 4 (no core count here). */
+/* Fn8000_001D (E.4.15), AMD's leaf 4: the sharing as there (no core count here). */
 static void cpuid_leaf_amd_cache(struct kvm_cpuid_entry2 *e, unsigned cpu_count)
 {
-	unsigned level = (e->eax >> 5) & 0x7;
-	unsigned sharing = level >= 3 ? cpu_count - 1 : 0;
-
 	if ((e->eax & 0x1f) == 0)
 		return;
-	e->eax = (e->eax & ~0x03ffc000U) | ((sharing & 0xfffU) << 14);
+	e->eax = cache_shared_by(e->eax, cpu_count);
 }
 
 /* Fn8000_001E (E.4.16): EAX the extended APIC id; EBX[7:0] the core id and EBX[15:8]

@@ -136,9 +136,9 @@ struct blk_request {
  * when the request is already answered — an error, GET_ID, an empty transfer — and the
  * caller pushes req->head with req->used_len; false when its I/O is queued on
  * disk->ring, for the caller to submit, or when it waits (req->waiting) for writes in
- * flight to end, for the caller to resume after their completions. The chain's segments must stay
- * mapped until the request is answered (they are guest RAM); the chain itself may be reused at
- * once. */
+ * flight to end, for the caller to resume after their completions. The chain's
+ * segments must stay mapped until the request is answered (they are guest RAM); the
+ * chain itself may be reused at once. */
 bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 		       const struct virtq_chain *chain);
 

@@ -283,7 +283,6 @@ static bool cli_add_path_array(cJSON *parent, const char *name, const char *cons
 	return array != NULL;
 }
 
-/* Adds name: value unless value is NULL. */
 static bool cli_add_overrides(cJSON *json, const struct mote_restore_config *r)
 {
 	cJSON *array;

@@ -79,8 +79,7 @@ struct mote_vm {
 	struct vm_setup setup; /* what the VM was built from, for its snapshots */
 	bool restored;	       /* built from a snapshot: mote_vm_run() reports when it runs */
 	/* mote_vm_run() has started (or is starting) the VM's threads: before that, a
-	 * restored VM's pause or resume only says how it is to start (vm_pause.c).
-	 * Guarded by lock. */
+	 * pause or resume only says how the VM is to start (vm_pause.c). Guarded by lock. */
 	bool run_started;
 	/* Restored, its overlays not committed yet (mote_vm_commit_disks): at the end of the
 	 * restore, or with defer_disk_commit in mote_vm_run(). */
