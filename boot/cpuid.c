@@ -143,6 +143,14 @@ static struct kvm_cpuid_entry2 *cpuid_find(struct kvm_cpuid_entry2 *entries, uns
 	return NULL;
 }
 
+unsigned cpuid_phys_addr_bits(const struct kvm_cpuid_entry2 *entries, unsigned count)
+{
+	for (unsigned i = 0; i < count; i++)
+		if (entries[i].function == CPUID_LEAF_AMD_SIZES && (entries[i].eax & 0xffU) != 0)
+			return entries[i].eax & 0xffU;
+	return 36;
+}
+
 /* "AuthenticAMD" or "HygonGenuine" in leaf 0: the Fn8000_00xx topology leaves apply. */
 static bool cpuid_is_amd(struct kvm_cpuid_entry2 *entries, unsigned count)
 {

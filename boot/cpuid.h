@@ -14,4 +14,9 @@
 unsigned cpuid_adjust(struct kvm_cpuid_entry2 *entries, unsigned count, unsigned capacity,
 		      unsigned cpu_index, unsigned cpu_count);
 
+/* The guest-physical address width (MAXPHYADDR) the entries describe: Fn8000_0008
+ * EAX[7:0], or 36 where that leaf is missing (SDM Vol. 3A, 4.1.4). Guest RAM must end
+ * below 1 << that, or the guest cannot reach it. */
+unsigned cpuid_phys_addr_bits(const struct kvm_cpuid_entry2 *entries, unsigned count);
+
 #endif

@@ -250,3 +250,11 @@ uint64_t guest_memory_low_end(const struct guest_memory *mem)
 {
 	return mem->region_count ? mem->regions[0].size : 0;
 }
+
+uint64_t guest_memory_end(const struct guest_memory *mem)
+{
+	if (!mem->region_count)
+		return 0;
+	const struct guest_memory_region *last = &mem->regions[mem->region_count - 1];
+	return last->guest_addr + last->size;
+}

@@ -77,4 +77,7 @@ uint64_t guest_memory_resident_bytes(const struct guest_memory *mem);
 /* End of the RAM region that starts at guest address 0 (the "low memory" top). */
 uint64_t guest_memory_low_end(const struct guest_memory *mem);
 
+/* One past the highest guest-physical address of RAM. */
+uint64_t guest_memory_end(const struct guest_memory *mem);
+
 #endif

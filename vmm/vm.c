@@ -19,6 +19,7 @@
 #include "../boot/boot_params.h"
 #include "../boot/cmdline.h"
 #include "../boot/cpu_setup.h"
+#include "../boot/cpuid.h"
 #include "../boot/layout.h"
 #include "../boot/mptable.h"
 #include "clock.h"
@@ -551,6 +552,28 @@ static int vm_track_dirty(struct mote_vm *vm)
 	return ret;
 }
 
+/* Guest RAM must end within the physical address width the guest's CPUID will state
+ * (the host's, from KVM): past it the guest cannot map its own memory. Checked for
+ * restores too, whose memory size comes from a snapshot perhaps taken elsewhere. */
+static int vm_check_address_width(struct mote_vm *vm)
+{
+	struct kvm_cpuid2 *cpuid = kvm_supported_cpuid(&vm->kvm, &vm->log);
+
+	if (!cpuid)
+		return -ENOTSUP;
+	unsigned bits = cpuid_phys_addr_bits(cpuid->entries, cpuid->nent);
+	free(cpuid);
+	uint64_t end = guest_memory_end(&vm->mem);
+	if (bits < 64 && end > (1ULL << bits)) {
+		log_error(&vm->log,
+			  "%llu MiB of guest memory would end at 0x%llx, past this CPU's "
+			  "%u-bit physical address space; give less memory",
+			  (unsigned long long)(vm->mem.size >> 20), (unsigned long long)end, bits);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 {
 	/* A restore brings the setup of its snapshot, frozen disk layers and all. */
@@ -570,6 +593,8 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 	}
 	if (mem_fd >= 0)
 		close(mem_fd); /* an earlier step failed: it is still ours to close */
+	if (!ret)
+		ret = vm_check_address_width(vm);
 	if (!ret && vm->track_dirty)
 		ret = vm_track_dirty(vm);
 	if (!ret)

@@ -320,6 +320,24 @@ static void amd_leaves_are_left_alone_on_intel(void **state)
 	assert_int_equal(find(&t, 0x80000008, 0)->ecx, 0);
 }
 
+/* The address width comes from Fn8000_0008 EAX[7:0] on Intel and AMD alike; without
+ * that leaf (or with it zero) the SDM's default of 36 bits. */
+static void phys_addr_bits_come_from_leaf_0x80000008(void **state)
+{
+	struct cpuid_table t;
+
+	(void)state;
+	host_table(&t);
+	assert_int_equal(cpuid_phys_addr_bits(t.e, t.count), 36);
+	add(&t, 0x80000008, 0, 0x3027, 0, 0, 0);
+	assert_int_equal(cpuid_phys_addr_bits(t.e, t.count), 39);
+	kvm_amd_table(&t);
+	assert_int_equal(cpuid_phys_addr_bits(t.e, t.count), 48);
+	t.e[3].eax = 0;
+	assert_int_equal(t.e[3].function, 0x80000008);
+	assert_int_equal(cpuid_phys_addr_bits(t.e, t.count), 36);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -340,6 +358,7 @@ int main(void)
 	    cmocka_unit_test(the_core_level_kvm_leaves_out_is_added),
 	    cmocka_unit_test(amd_topology_leaves_describe_one_package_of_the_vcpus),
 	    cmocka_unit_test(amd_leaves_are_left_alone_on_intel),
+	    cmocka_unit_test(phys_addr_bits_come_from_leaf_0x80000008),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

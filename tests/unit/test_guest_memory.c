@@ -23,6 +23,7 @@ static void small_guest_has_one_region_from_zero(void **state)
 	assert_int_equal(guest_memory_create(&mem, 128 * MIB, NULL), 0);
 	assert_int_equal(mem.region_count, 1);
 	assert_int_equal(guest_memory_low_end(&mem), 128 * MIB);
+	assert_int_equal(guest_memory_end(&mem), 128 * MIB);
 	assert_non_null(guest_memory_ptr(&mem, 0, 128 * MIB));
 	assert_non_null(guest_memory_ptr(&mem, 128 * MIB - 1, 1));
 	assert_null(guest_memory_ptr(&mem, 128 * MIB - 1, 2));
@@ -37,6 +38,8 @@ static void memory_beyond_the_gap_starts_at_4g(void **state)
 	assert_int_equal(guest_memory_create(&mem, 4 * GIB, NULL), 0);
 	assert_int_equal(mem.region_count, 2);
 	assert_int_equal(guest_memory_low_end(&mem), LAYOUT_MMIO_GAP_START);
+	/* What does not fit below the gap ends that much past 4 GiB. */
+	assert_int_equal(guest_memory_end(&mem), 5 * GIB);
 	assert_null(guest_memory_ptr(&mem, LAYOUT_MMIO_GAP_START, 1));
 	assert_null(guest_memory_ptr(&mem, LAYOUT_IOAPIC_ADDR, 4));
 	assert_non_null(guest_memory_ptr(&mem, 4 * GIB, 1 * GIB));
