@@ -121,8 +121,10 @@ static void mmio_write_status(struct virtio_mmio *mmio, uint32_t value)
 		return;
 	}
 	/* DEVICE_NEEDS_RESET is the device's bit (§2.1): what the driver writes there
-	 * changes nothing, so the bit always says whether the device stopped. */
-	value = (value & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
+	 * changes nothing, so the bit always says whether the device stopped. Reserved
+	 * bits are not kept either: a driver that sets one reads it back clear, and no
+	 * status is held that a snapshot's loader (mmio_state.c) would refuse. */
+	value = (value & VIRTIO_STATUS_DEFINED & ~VIRTIO_STATUS_DEVICE_NEEDS_RESET) |
 		(mmio->status & VIRTIO_STATUS_DEVICE_NEEDS_RESET);
 	uint32_t added = value & ~mmio->status;
 

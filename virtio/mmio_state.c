@@ -8,11 +8,6 @@
 
 #include "mmio.h"
 
-/* §2.1: the status bits a driver can set (and the device's NEEDS_RESET). */
-#define MMIO_STATUS_KNOWN                                                                          \
-	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK |              \
-	 VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DEVICE_NEEDS_RESET | VIRTIO_STATUS_FAILED)
-
 /* The transport's part of a saved device, read and checked before any of it is used. */
 struct mmio_saved {
 	uint32_t status;
@@ -105,7 +100,7 @@ static const char *mmio_status_problem(const struct virtio_mmio *mmio, const str
 	bool driver_ok = s->status & VIRTIO_STATUS_DRIVER_OK;
 	bool failed = s->status & VIRTIO_STATUS_FAILED;
 
-	if (s->status & ~MMIO_STATUS_KNOWN)
+	if (s->status & ~VIRTIO_STATUS_DEFINED)
 		return "virtio-mmio: unknown device status bits";
 	if (driver_ok && !features_ok)
 		return "virtio-mmio: DRIVER_OK without FEATURES_OK";

@@ -23,6 +23,10 @@
 #define VIRTIO_STATUS_FEATURES_OK 8u
 #define VIRTIO_STATUS_DEVICE_NEEDS_RESET 64u
 #define VIRTIO_STATUS_FAILED 128u
+/* The defined ones; bits 4, 5 and 8-31 are reserved (§2.1 and §4.2.2: an 8-bit field). */
+#define VIRTIO_STATUS_DEFINED                                                                      \
+	(VIRTIO_STATUS_ACKNOWLEDGE | VIRTIO_STATUS_DRIVER | VIRTIO_STATUS_DRIVER_OK |              \
+	 VIRTIO_STATUS_FEATURES_OK | VIRTIO_STATUS_DEVICE_NEEDS_RESET | VIRTIO_STATUS_FAILED)
 
 /* Device-independent feature bits (§6). */
 #define VIRTIO_FEATURE_INDIRECT_DESC (1ULL << 28)

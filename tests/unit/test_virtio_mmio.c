@@ -349,6 +349,21 @@ static void disabling_a_queue_of_a_running_device_needs_reset(void **state)
 	assert_true(vdev_running(&f->fake.dev));
 }
 
+/* §2.1: bits 4, 5 and 8-31 of the status are reserved; setting them neither sticks nor
+ * counts as clearing a bit later. */
+static void reserved_status_bits_are_not_kept(void **state)
+{
+	struct fixture *f = *state;
+
+	bring_up(f);
+	uint32_t status = rd(f, VIRTIO_MMIO_STATUS);
+	wr(f, VIRTIO_MMIO_STATUS, status | 0x10 | 0x20 | 0x100);
+	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), status);
+	wr(f, VIRTIO_MMIO_STATUS, status);
+	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), status);
+	assert_true(vdev_running(&f->fake.dev));
+}
+
 static void an_absent_queue_reads_as_size_zero_and_ignores_writes(void **state)
 {
 	struct fixture *f = *state;
@@ -605,6 +620,7 @@ int main(void)
 	    TEST(queue_registers_are_frozen_while_the_queue_is_ready),
 	    TEST(queue_ready_again_keeps_the_queues_place),
 	    TEST(disabling_a_queue_of_a_running_device_needs_reset),
+	    TEST(reserved_status_bits_are_not_kept),
 	    TEST(an_absent_queue_reads_as_size_zero_and_ignores_writes),
 	    TEST(driver_ok_activates_the_device),
 	    TEST(driver_ok_without_features_ok_needs_reset),

@@ -562,6 +562,20 @@ static void unknown_status_bits_are_refused(void **state)
 	assert_refused(f, "status bit 5");
 }
 
+/* What a guest writes to the status register always saves into something that loads. */
+static void reserved_status_bits_a_guest_writes_do_not_spoil_the_snapshot(void **state)
+{
+	struct fixture *f = *state;
+	struct snap_reader r;
+
+	bring_up(f);
+	wr(f, 0, VIRTIO_MMIO_STATUS, rd(f, 0, VIRTIO_MMIO_STATUS) | 0x20 | 0x100);
+	save(f);
+	assert_int_equal(load(f, &r), 0);
+	assert_int_equal(rd(f, 1, VIRTIO_MMIO_STATUS), rd(f, 0, VIRTIO_MMIO_STATUS));
+	assert_true(f->fake[1].dev.activated);
+}
+
 static void driver_ok_without_features_ok_is_refused(void **state)
 {
 	struct fixture *f = *state;
@@ -643,6 +657,7 @@ int main(void)
 	    TEST(more_chains_owned_than_the_queue_holds_is_refused),
 	    TEST(queue_not_ready_with_state_is_refused),
 	    TEST(unknown_status_bits_are_refused),
+	    TEST(reserved_status_bits_a_guest_writes_do_not_spoil_the_snapshot),
 	    TEST(driver_ok_without_features_ok_is_refused),
 	    TEST(features_not_offered_are_refused),
 	    TEST(started_device_without_driver_ok_is_refused),
