@@ -28,10 +28,10 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
 		log_error(log, "%s: path too long", path);
 		return -ENAMETOOLONG;
 	}
-	/* O_EXCL | O_NOFOLLOW: never through a link planted under that name. The mode is
-	 * what the umask leaves of 0666, as for any new file, unless a file it replaces
-	 * says otherwise (output_file_commit). */
-	out->fd = open(out->temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	/* O_EXCL | O_NOFOLLOW: never through a link planted under that name. Private
+	 * until finished: what is written may be guest RAM, which whoever opened the file
+	 * meanwhile could keep reading. Its real mode comes at output_file_finish. */
+	out->fd = open(out->temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (out->fd < 0) {
 		int err = -errno;
 		log_error(log, "%s: %s", out->temp, strerror(errno));
@@ -57,24 +57,50 @@ int output_file_sync_directory(const char *path)
 	return err;
 }
 
-int output_file_commit(struct output_file *out, const struct mote_log *log)
+/* The process's umask, read without changing it (umask(2) can only set it, which would
+ * race with other threads creating files): /proc/self/status "Umask:" (Linux 4.7). When
+ * that cannot be read, 077, so a new file stays private. */
+static mode_t process_umask(void)
+{
+	FILE *status = fopen("/proc/self/status", "re");
+	char line[256];
+	unsigned mask = 077;
+
+	if (!status)
+		return mask;
+	while (fgets(line, sizeof(line), status))
+		if (sscanf(line, "Umask: %o", &mask) == 1)
+			break;
+	fclose(status);
+	return (mode_t)(mask & 0777);
+}
+
+int output_file_finish(struct output_file *out, const struct mote_log *log)
 {
 	struct stat old;
 	int err = 0;
 
 	/* A file replaced keeps its permissions (a memory file is guest RAM, which its
-	 * owner may have kept private). */
-	if (stat(out->path, &old) == 0 && fchmod(out->fd, old.st_mode & 07777) < 0)
+	 * owner may have kept private); a new one gets those of any new file. */
+	mode_t mode = stat(out->path, &old) == 0 ? old.st_mode & 07777 : 0666 & ~process_umask();
+	if (fchmod(out->fd, mode) < 0)
 		err = -errno;
 	if (!err && fsync(out->fd) < 0)
 		err = -errno;
 	if (close(out->fd) < 0 && !err)
 		err = -errno;
 	out->fd = -1;
-	if (err) {
+	if (err)
 		log_error(log, "%s: %s", out->temp, strerror(-err));
+	return err;
+}
+
+int output_file_commit(struct output_file *out, const struct mote_log *log)
+{
+	int err = out->fd >= 0 ? output_file_finish(out, log) : 0;
+
+	if (err)
 		return err;
-	}
 	if (rename(out->temp, out->path) < 0) {
 		err = -errno;
 		log_error(log, "%s: %s", out->path, strerror(errno));

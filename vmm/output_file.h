@@ -12,13 +12,19 @@ struct output_file {
 	int fd; /* the temporary file's, read-write; -1 once committed or abandoned */
 };
 
-/* Creates "<path>.tmp-<pid>-<random>", a new file (never through a link), with the
- * mode the umask leaves of 0666. 0 or a negative errno, with a message. */
+/* Creates "<path>.tmp-<pid>-<random>", a new file (never through a link), readable by
+ * its owner only while it is written. 0 or a negative errno, with a message. */
 int output_file_open(struct output_file *out, const char *path, const struct mote_log *log);
 
-/* Gives it the permissions of the file it replaces (if any), syncs it, renames it to
- * its path and syncs the directory. 0 or a negative errno, with a message; on a failure
- * before the rename, the temporary file is left for output_file_abandon. */
+/* Everything a commit does short of the rename: gives it the permissions of the file it
+ * replaces (a new file: what the umask leaves of 0666), syncs and closes it. A writer
+ * of several files finishes them all before renaming any, so that a failure leaves
+ * every old file in place. 0 or a negative errno, with a message. */
+int output_file_finish(struct output_file *out, const struct mote_log *log);
+
+/* Finishes it (unless done), renames it to its path and syncs the directory. 0 or a
+ * negative errno, with a message; on a failure before the rename, the temporary file is
+ * left for output_file_abandon. */
 int output_file_commit(struct output_file *out, const struct mote_log *log);
 
 /* Makes a rename in path's directory durable (fsync of the directory). 0, or a negative
