@@ -223,6 +223,13 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 		if (ret)
 			log_error(&vm->log, "%s: %s", state.temp, strerror(-ret));
 	}
+	/* Both synced before either is renamed: a write that fails leaves the previous
+	 * snapshot of these paths whole. Only a crash between the renames can part the two,
+	 * and a restore refuses that pair (the state names its memory file's id). */
+	if (!ret)
+		ret = output_file_finish(&memory, &vm->log);
+	if (!ret)
+		ret = output_file_finish(&state, &vm->log);
 	if (!ret)
 		ret = output_file_commit(&memory, &vm->log);
 	if (!ret)
@@ -313,11 +320,12 @@ int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *para
 		log_error(&vm->log, "snapshot: a state file and a memory file are required");
 		return -EINVAL;
 	}
-	int checked = vm_check_snapshot_targets(vm, params);
-	if (checked)
-		return checked;
+	/* The targets are checked under the lock too: another snapshot's freeze changes the
+	 * disks' layers, which the check reads. */
 	pthread_mutex_lock(&vm->pause_lock);
-	int ret = vm_snapshot_locked(vm, params);
+	int ret = vm_check_snapshot_targets(vm, params);
+	if (!ret)
+		ret = vm_snapshot_locked(vm, params);
 	pthread_mutex_unlock(&vm->pause_lock);
 	return ret;
 }
@@ -442,7 +450,7 @@ static void vm_memory_files_close(struct vm_memory_files *files)
 /* Opens the memory file and the diffs and checks that they are the chain that ends at
  * the snapshot whose memory identity the state file holds: the full file first, each
  * diff applying on the file before it, the last one carrying the snapshot's id. With
- * verify, each file's content is read and compared with its checksum too. 0, or a
+ * verify, the full file's content is read and compared with its checksum too. 0, or a
  * negative errno (-EINVAL for files that do not fit) with a message; files then holds
  * what was opened, for vm_memory_files_close. */
 static int vm_memory_files_open(struct vm_memory_files *files,
@@ -470,7 +478,9 @@ static int vm_memory_files_open(struct vm_memory_files *files,
 							  previous_path, log);
 		if (ret)
 			return ret;
-		if (config->verify_memory &&
+		/* A diff is checked as it is applied (vm_restore_state), on the very bytes
+		 * that go into the guest: one read, and none that changed after a check. */
+		if (i == 0 && config->verify_memory &&
 		    (ret = snapshot_memory_verify(fd, &identity, path, log)) != 0)
 			return ret;
 		if (i > 0)
@@ -497,7 +507,8 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 
 	for (unsigned i = 0; i < files->diff_count && !ret; i++)
 		ret = snapshot_memory_apply_diff(&vm->mem, files->diff_fds[i], &files->diffs[i],
-						 false, config->mem_diff_paths[i], &vm->log);
+						 config->verify_memory, config->mem_diff_paths[i],
+						 &vm->log);
 	/* Every vCPU exists before the interrupt controllers are loaded: KVM_SET_IRQCHIP
 	 * asks each existing vCPU to rescan the IOAPIC for the level-triggered vectors whose
 	 * EOI it must forward; a vCPU created afterwards never learns them, its EOIs never

@@ -234,6 +234,18 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 		--mem-diff "$WORK/s2-2.diff"
 	expect_status 6
 	expect_in "$err" "s2-2.diff does not apply on"
+	# A diff's first non-zero byte lies in a page its bitmap names (the RAM part comes
+	# first, and holes read as zeros): with one bit of it changed, --verify-memory refuses.
+	cp --sparse=always "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff"
+	at=$(($(cmp "$WORK/s2-2.diff" /dev/zero 2>/dev/null | sed -n 's/.* byte \([0-9]*\),.*/\1/p') - 1))
+	byte=$(od -An -tu1 -j $at -N1 "$WORK/s2-2.diff" | tr -d ' ')
+	printf "$(printf '\\%03o' $((byte ^ 1)))" |
+		dd of="$WORK/s2-2-flipped.diff" bs=1 seek=$at conv=notrunc 2>/dev/null
+	cmp -s "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff" && fail "the diff file copy was not changed"
+	mote_run s2-flipped restore --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" \
+		--mem-diff "$WORK/s2-2-flipped.diff" --verify-memory
+	expect_status 6
+	expect_in "$err" "s2-2-flipped.diff: its content does not match its checksum"
 	[ ! -e "$uds" ] || fail "a refused restore created the vsock socket"
 	# The right chain, read whole and checked against its checksums first. The restored
 	# VM then takes a diff of its own, which applies on the chain it came from.
