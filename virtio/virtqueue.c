@@ -287,10 +287,12 @@ int virtq_unpop(struct virtq *q, uint16_t n)
 
 bool virtq_should_notify(struct virtq *q, uint16_t old_used_idx)
 {
+	/* A spurious interrupt is harmless, a missing one hangs the driver. Ready first: a
+	 * queue never set up has no memory to look the ring up in. */
+	if (!q->ready)
+		return true;
 	struct vring_avail *avail = avail_ring(q);
-
-	/* A spurious interrupt is harmless, a missing one hangs the driver. */
-	if (!q->ready || !avail)
+	if (!avail)
 		return true;
 	/* The used index store must be visible before the driver's suppression fields are
 	 * read, or both sides can miss each other's update (§2.7.10). */
@@ -311,9 +313,10 @@ void virtq_set_avail_event(struct virtq *q)
 
 void virtq_set_avail_event_at(struct virtq *q, uint16_t avail_idx)
 {
+	if (!q->ready || !q->event_idx)
+		return;
 	struct vring_used *used = used_ring(q);
-
-	if (!q->ready || !q->event_idx || !used)
+	if (!used)
 		return;
 	/* avail_event follows the size used elements. */
 	uint16_t *avail_event = (uint16_t *)&used->ring[q->size];
