@@ -41,8 +41,13 @@ static int vm_kvm_state_save(struct mote_vm *vm, struct snap_writer *w)
 {
 	struct kvm_pit_state2 pit;
 
+	/* The clock the guest stopped at; where the pause could not read it (or the VM was
+	 * paused before it ran) it is read now, not saved stale or zero. */
+	struct kvm_clock_data clock = vm->paused_clock;
+	if (!vm->clock_saved && ioctl(vm->vm_fd, KVM_GET_CLOCK, &clock) < 0)
+		return vm_ioctl_error(vm, "KVM_GET_CLOCK");
 	snap_begin(w, SNAP_TAG_VM);
-	snap_put_u64(w, vm->paused_clock.clock);
+	snap_put_u64(w, clock.clock);
 	for (unsigned i = 0; i < sizeof(vm_irqchips) / sizeof(vm_irqchips[0]); i++) {
 		struct kvm_irqchip chip = {.chip_id = vm_irqchips[i]};
 		if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &chip) < 0)
