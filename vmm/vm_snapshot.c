@@ -638,6 +638,9 @@ int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 	for (unsigned i = 0; i < count; i++)
 		if (vms[i] && vms[i]->disks_uncommitted)
 			uncommitted[n++] = vms[i];
+	/* Under each VM's pause_lock, in order: a snapshot freezes the same overlays. */
+	for (unsigned i = 0; i < n; i++)
+		pthread_mutex_lock(&uncommitted[i]->pause_lock);
 	int ret = 0;
 	/* A VM stopped before it ran never will: none commits (all or none). */
 	for (unsigned i = 0; i < n && !ret; i++)
@@ -651,6 +654,8 @@ int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 		ret = vm_devices_commit_restores(uncommitted, n);
 	for (unsigned i = 0; i < n && !ret; i++)
 		uncommitted[i]->disks_uncommitted = false;
+	for (unsigned i = n; i-- > 0;)
+		pthread_mutex_unlock(&uncommitted[i]->pause_lock);
 	free(uncommitted);
 	return ret;
 }
