@@ -81,6 +81,10 @@ static void api_reply_json(struct api_reply *reply, unsigned status, cJSON *json
 	reply->body = json ? cJSON_PrintUnformatted(json) : NULL;
 	if (json && !reply->body)
 		reply->status = 500; /* out of memory: the status alone says it */
+	/* A path given on the command line, or a message quoting one, may hold any bytes;
+	 * the reply is JSON, which is UTF-8. */
+	if (reply->body)
+		json_text_make_utf8(reply->body);
 	cJSON_Delete(json);
 }
 
@@ -330,6 +334,11 @@ void api_handle(struct vm_controller *c, const char *method, const char *path, c
 	if (json_text_holds_nul(body, len)) {
 		api_reply_fault(reply, 400,
 				"malformed JSON: the body holds a NUL byte or a \\u0000 escape");
+		return;
+	}
+	if (!json_text_is_utf8(body, len)) {
+		api_reply_fault(reply, 400,
+				"malformed JSON: the body is not UTF-8 (RFC 8259, section 8.1)");
 		return;
 	}
 	/* cJSON wants the text NUL-terminated to refuse anything after the value. */

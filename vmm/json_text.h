@@ -12,4 +12,15 @@
 /* Whether the len bytes of text hold a NUL byte, or a \u0000 escape inside a string. */
 bool json_text_holds_nul(const char *text, size_t len);
 
+/* Whether the len bytes are well-formed UTF-8 (RFC 3629 §4: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), as JSON exchanged between systems must be (RFC
+ * 8259 §8.1). cJSON checks none of it. */
+bool json_text_is_utf8(const char *text, size_t len);
+
+/* Replaces, in place, each byte of the NUL-terminated text that is not part of a
+ * well-formed UTF-8 sequence with '?': JSON mote prints stays UTF-8 whatever bytes a
+ * path or a message held. The bytes replaced are all >= 0x80, so never a quote or a
+ * backslash of the JSON around them. */
+void json_text_make_utf8(char *text);
+
 #endif

@@ -342,6 +342,17 @@ static void malformed_json_is_400_and_the_server_keeps_answering(void **state)
 	/* cJSON would cut the string at the NUL: /img would be taken for /img\0junk. */
 	assert_refused(f, 400, "PUT", "/boot-source",
 		       "{\"kernel_image_path\": \"/img\\u0000junk\"}", "u0000");
+	/* JSON between systems is UTF-8 (RFC 8259 §8.1): a stray byte, an overlong form
+	 * and a surrogate are refused; a path in UTF-8 is taken. */
+	assert_refused(f, 400, "PUT", "/boot-source", "{\"kernel_image_path\": \"/img\xff\"}",
+		       "UTF-8");
+	assert_refused(f, 400, "PUT", "/boot-source", "{\"kernel_image_path\": \"/img\xc0\xaf\"}",
+		       "UTF-8");
+	assert_refused(f, 400, "PUT", "/boot-source",
+		       "{\"kernel_image_path\": \"/img\xed\xa0\x80\"}", "UTF-8");
+	assert_still_answers(f);
+	assert_int_equal(
+	    call(f, "PUT", "/boot-source", "{\"kernel_image_path\": \"/caf\xc3\xa9\"}", NULL), 204);
 	/* An escaped backslash before u0000 is no NUL: a path like any other. */
 	char fault[512];
 	assert_int_equal(

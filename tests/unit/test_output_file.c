@@ -155,8 +155,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(the_file_is_private_while_written, setup, teardown),
-	    cmocka_unit_test_setup_teardown(a_replaced_file_keeps_its_permissions, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(a_replaced_file_keeps_its_permissions, setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 		finishing_renames_nothing_and_abandoning_leaves_the_old_files, setup, teardown),
 	};
