@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api_http.h"
@@ -273,9 +274,15 @@ static void *api_server_thread(void *arg)
 			    .events = api_connection_events(server->connections[i])};
 		if (poll(fds, 2 + count, api_poll_timeout(server, now, &timeouts, evict_at)) < 0 &&
 		    errno != EINTR) {
-			log_error(&server->log, "api socket %s: poll: %s", server->socket_path,
-				  strerror(errno));
-			break;
+			/* Out of memory passes: the server waits and serves on. Anything else
+			 * (EFAULT, EINVAL) is a bug poll would repeat forever. */
+			int err = errno;
+			log_error(&server->log, "api socket %s: poll: %s%s", server->socket_path,
+				  strerror(err), err == ENOMEM ? ", trying again" : "");
+			if (err != ENOMEM)
+				break;
+			nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+			continue;
 		}
 		if (fds[0].revents)
 			break;
