@@ -8,6 +8,7 @@
 
 #include "api_requests.h"
 #include "api_server.h"
+#include "json_keys.h"
 #include "json_text.h"
 
 enum api_method {
@@ -360,7 +361,16 @@ void api_handle(struct vm_controller *c, const char *method, const char *path, c
 		return;
 	}
 	struct vm_command command;
-	int ret = api_parse_command(route, method_bit, id, json, &command, fault, sizeof(fault));
+	const char *twice = NULL;
+	int ret = json_find_duplicate_key(json, &twice);
+	if (ret == -EEXIST)
+		snprintf(fault, sizeof(fault), "the key \"%s\" is given twice in one object",
+			 twice);
+	else if (ret)
+		snprintf(fault, sizeof(fault), "out of memory");
+	if (!ret)
+		ret =
+		    api_parse_command(route, method_bit, id, json, &command, fault, sizeof(fault));
 	if (!ret)
 		ret = vm_controller_execute(c, &command, fault, sizeof(fault));
 	cJSON_Delete(json);

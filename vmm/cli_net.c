@@ -37,8 +37,10 @@ int cli_mac_parse(const char *text, uint8_t mac[6])
 			return -EINVAL;
 		mac[i] = (uint8_t)(high << 4 | low);
 	}
-	/* The I/G bit (IEEE 802): a multicast address cannot be a NIC's own. */
-	return (mac[0] & 1) ? -EINVAL : 0;
+	/* The I/G bit (IEEE 802): a multicast address cannot be a NIC's own; nor can all
+	 * zeros, which Linux's drivers refuse to bring up (is_valid_ether_addr). */
+	static const uint8_t zero[6];
+	return (mac[0] & 1) || memcmp(mac, zero, sizeof(zero)) == 0 ? -EINVAL : 0;
 }
 
 int cli_net_parse(const char *text, struct cli_net *net, char *error, size_t error_len)

@@ -40,6 +40,7 @@ int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, siz
 {
 	const char *part = text;
 	uint64_t cid = 0;
+	bool cid_given = false;
 	char *uds = NULL;
 	int ret = 0;
 
@@ -50,6 +51,7 @@ int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, siz
 			char *end;
 			errno = 0;
 			cid = strtoull(part + 4, &end, 10);
+			cid_given = true;
 			if (errno || end != part + n || part[4] < '0' || part[4] > '9')
 				ret = cli_error(error, error_len,
 						"--vsock %s: cid must be a number", text);
@@ -65,7 +67,7 @@ int cli_vsock_parse(struct cli_options *opts, const char *text, char *error, siz
 		if (*part == ',')
 			part++;
 	}
-	if (!ret && cid == 0)
+	if (!ret && !cid_given)
 		ret = cli_error(error, error_len, "--vsock %s: cid=N is required", text);
 	if (!ret)
 		ret = cli_vsock_set(opts, cid, uds, error, error_len);

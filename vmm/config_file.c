@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_keys.h"
 #include "json_text.h"
 
 #define CONFIG_FILE_MAX (1 << 20)
@@ -222,14 +223,17 @@ static int apply_network_interface(struct cli_options *opts, const cJSON *iface,
 static int apply_vsock(struct cli_options *opts, const cJSON *vsock, char *error, size_t error_len)
 {
 	const cJSON *item;
-	double cid = 0;
+	double cid = -1;
 	const char *uds = NULL;
 
 	cJSON_ArrayForEach(item, vsock)
 	{
-		if (strcmp(item->string, "guest_cid") == 0 && cJSON_IsNumber(item))
-			cid = item->valuedouble;
-		else if (strcmp(item->string, "uds_path") == 0 && cJSON_IsString(item))
+		if (strcmp(item->string, "guest_cid") == 0) {
+			/* Any whole number reaches cli_vsock_set, which names the valid range. */
+			int ret = take_uint(item, "vsock", 0, UINT32_MAX, &cid, error, error_len);
+			if (ret)
+				return ret;
+		} else if (strcmp(item->string, "uds_path") == 0 && cJSON_IsString(item))
 			uds = item->valuestring;
 		else if (strcmp(item->string, "vsock_id") == 0 && cJSON_IsString(item))
 			continue;
@@ -237,8 +241,8 @@ static int apply_vsock(struct cli_options *opts, const cJSON *vsock, char *error
 			return config_error(error, error_len, "unknown or malformed key vsock.%s",
 					    item->string);
 	}
-	if (cid != (double)(uint64_t)cid || cid < 0 || cid > (double)UINT32_MAX)
-		return config_error(error, error_len, "vsock.guest_cid must be a whole number");
+	if (cid < 0)
+		return config_error(error, error_len, "vsock.guest_cid is required");
 	if (cli_vsock_set(opts, (uint64_t)cid, uds, error, error_len))
 		return config_reason(error, error_len);
 	return 0;
@@ -261,6 +265,17 @@ int config_file_apply(struct cli_options *opts, const char *text, char *error, s
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return config_error(error, error_len, "the top level must be an object");
+	}
+	const char *twice = NULL;
+	ret = json_find_duplicate_key(root, &twice);
+	if (ret) {
+		ret = ret == -ENOMEM ? config_error(error, error_len, "out of memory")
+				     : config_error(error, error_len,
+						    "the key \"%s\" is given twice "
+						    "in one object",
+						    twice);
+		cJSON_Delete(root);
+		return ret;
 	}
 	cJSON_ArrayForEach(item, root)
 	{

@@ -353,6 +353,10 @@ static void malformed_json_is_400_and_the_server_keeps_answering(void **state)
 	assert_still_answers(f);
 	assert_int_equal(
 	    call(f, "PUT", "/boot-source", "{\"kernel_image_path\": \"/caf\xc3\xa9\"}", NULL), 204);
+	/* A key twice in one object is refused, not taken as its last value. */
+	assert_refused(f, 400, "PUT", "/machine-config",
+		       "{\"vcpu_count\": 2, \"mem_size_mib\": 256, \"vcpu_count\": 8}",
+		       "\"vcpu_count\" is given twice");
 	/* An escaped backslash before u0000 is no NUL: a path like any other. */
 	char fault[512];
 	assert_int_equal(

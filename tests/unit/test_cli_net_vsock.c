@@ -68,6 +68,8 @@ static void bad_nics_are_refused_with_a_reason(void **state)
 	assert_refused("--net", "tap=tap0,mac=06-00-00-00-00-01", "mac must be");
 	/* The I/G bit set: a multicast address. */
 	assert_refused("--net", "tap=tap0,mac=01:00:5e:00:00:01", "mac must be");
+	/* All zeros: no NIC's address (Linux will not bring such a NIC up). */
+	assert_refused("--net", "tap=tap0,mac=00:00:00:00:00:00", "mac must be");
 }
 
 static void two_nics_on_one_tap_are_refused(void **state)
@@ -163,6 +165,7 @@ static void bad_vsock_values_are_refused_with_a_reason(void **state)
 	assert_refused("--vsock", "uds=/tmp/v.sock", "cid=N is required");
 	assert_refused("--vsock", "cid=3", "uds=PATH is required");
 	assert_refused("--vsock", "cid=2,uds=/v", "must be from 3");
+	assert_refused("--vsock", "cid=0,uds=/v", "must be from 3"); /* given, if wrong */
 	assert_refused("--vsock", "cid=4294967295,uds=/v", "must be from 3");
 	assert_refused("--vsock", "cid=-5,uds=/v", "cid must be a number");
 	assert_refused("--vsock", "cid=3x,uds=/v", "cid must be a number");
@@ -194,6 +197,20 @@ static void config_vsock_is_firecracker_shaped(void **state)
 					   error, sizeof(error)),
 			 -EINVAL);
 	assert_non_null(strstr(error, "config: "));
+	/* Out of any range, and negative: refused before any conversion, naming the range
+	 * a whole number is checked against. */
+	const char *bad_cids[] = {"4294967296", "-1", "1e300"};
+	for (size_t i = 0; i < sizeof(bad_cids) / sizeof(bad_cids[0]); i++) {
+		char text[128];
+		snprintf(text, sizeof(text),
+			 "{\"vsock\": {\"guest_cid\": %s, \"uds_path\": \"/v\"}}", bad_cids[i]);
+		assert_int_equal(config_file_apply(&o, text, error, sizeof(error)), -EINVAL);
+		assert_non_null(strstr(error, "guest_cid must be an integer"));
+	}
+	assert_int_equal(
+	    config_file_apply(&o, "{\"vsock\": {\"uds_path\": \"/v\"}}", error, sizeof(error)),
+	    -EINVAL);
+	assert_non_null(strstr(error, "guest_cid is required"));
 	cli_options_free(&o);
 }
 

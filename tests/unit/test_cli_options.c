@@ -206,6 +206,10 @@ static void bad_config_json_is_rejected_with_a_reason(void **state)
 	    "{\"boot-source\": \"vmlinux\"}",
 	    /* cJSON would cut the path at the NUL and boot /k. */
 	    "{\"boot-source\": {\"kernel_image_path\": \"/k\\u0000junk\"}}",
+	    /* A key given twice, at any depth: not the last one silently, nor both. */
+	    "{\"machine-config\": {\"vcpu_count\": 2, \"vcpu_count\": 8}}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\"}], \"drives\": [{\"path_on_host\": \"/b\"}]}",
+	    "{\"drives\": [{\"path_on_host\": \"/a\", \"path_on_host\": \"/b\"}]}",
 	};
 
 	(void)state;
