@@ -79,8 +79,13 @@ int cli_disk_add(struct cli_options *opts, struct cli_disk *disk, char *error, s
 		goto fail;
 	}
 	for (unsigned i = 0; i < opts->disk_count; i++) {
-		if (disk->id && opts->disks[i].id && strcmp(disk->id, opts->disks[i].id) == 0)
-			slot = i;
+		if (!disk->id || !opts->disks[i].id || strcmp(disk->id, opts->disks[i].id) != 0)
+			continue;
+		if (!cli_origin_replaces(opts->disks[i].origin, disk->origin)) {
+			ret = cli_error(error, error_len, "disk id %s: given twice", disk->id);
+			goto fail;
+		}
+		slot = i;
 	}
 	for (unsigned i = 0; i < opts->disk_count; i++) {
 		if (i != slot && disk->root && opts->disks[i].root) {

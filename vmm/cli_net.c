@@ -111,8 +111,14 @@ int cli_net_add(struct cli_options *opts, struct cli_net *net, char *error, size
 		goto fail;
 	}
 	for (unsigned i = 0; i < opts->net_count; i++) {
-		if (net->id && opts->nets[i].id && strcmp(net->id, opts->nets[i].id) == 0)
-			slot = i;
+		if (!net->id || !opts->nets[i].id || strcmp(net->id, opts->nets[i].id) != 0)
+			continue;
+		if (!cli_origin_replaces(opts->nets[i].origin, net->origin)) {
+			ret = cli_error(error, error_len, "network interface id %s: given twice",
+					net->id);
+			goto fail;
+		}
+		slot = i;
 	}
 	for (unsigned i = 0; i < opts->net_count; i++) {
 		if (i != slot && strcmp(net->tap, opts->nets[i].tap) == 0) {

@@ -16,6 +16,19 @@ enum cli_command {
 	CLI_COMMAND_RUN,
 };
 
+/* Where a disk or NIC was given, which decides what one with the same id does: a flag
+ * replaces the config file's (flags override the file), an API request replaces what
+ * an earlier request or the command line gave (PUT again, as in Firecracker); two with
+ * one id in one file, or on one command line, are a mistake and refused. */
+enum cli_origin { CLI_FROM_FLAG, CLI_FROM_CONFIG, CLI_FROM_API };
+
+/* Whether an entry from incoming may replace the one from existing with its id. */
+static inline bool cli_origin_replaces(enum cli_origin existing, enum cli_origin incoming)
+{
+	return incoming == CLI_FROM_API ||
+	       (existing == CLI_FROM_CONFIG && incoming == CLI_FROM_FLAG);
+}
+
 struct cli_disk {
 	char *path;
 	char *id;      /* or NULL */
@@ -23,6 +36,7 @@ struct cli_disk {
 	bool read_only;
 	bool root;
 	bool direct;
+	enum cli_origin origin;
 };
 
 struct cli_net {
@@ -30,6 +44,7 @@ struct cli_net {
 	char *id; /* or NULL */
 	uint8_t mac[6];
 	bool has_mac;
+	enum cli_origin origin;
 };
 
 struct cli_options {
@@ -90,9 +105,9 @@ int cli_error(char *error, size_t error_len, const char *fmt, ...)
 int cli_disk_parse(const char *text, struct cli_disk *disk, char *error, size_t error_len);
 
 /* Adds a disk, taking ownership of its strings (freed on error too). A disk with the
- * id of one already present replaces it (a flag overrides the config file). -EINVAL
- * with a reason: more than MOTE_MAX_DISKS, two root disks, an id over 20 bytes, an
- * overlay with ro or that is the image. */
+ * id of one already present replaces it where cli_origin_replaces says so. -EINVAL
+ * with a reason: an id given twice otherwise, more than MOTE_MAX_DISKS, two root disks,
+ * an id over 20 bytes, an overlay with ro or that is the image. */
 int cli_disk_add(struct cli_options *opts, struct cli_disk *disk, char *error, size_t error_len);
 
 /* Frees every disk's strings; disk_count becomes 0. */
@@ -103,8 +118,9 @@ void cli_disks_free(struct cli_options *opts);
 int cli_net_parse(const char *text, struct cli_net *net, char *error, size_t error_len);
 
 /* Adds a NIC, taking ownership of its strings (freed on error too). A NIC with the id
- * of one already present replaces it. -EINVAL with a reason: more than MOTE_MAX_NETS,
- * a TAP name that is not a valid interface name, two NICs on one TAP. */
+ * of one already present replaces it where cli_origin_replaces says so. -EINVAL with a
+ * reason: an id given twice otherwise, more than MOTE_MAX_NETS, a TAP name that is not
+ * a valid interface name, two NICs on one TAP. */
 int cli_net_add(struct cli_options *opts, struct cli_net *net, char *error, size_t error_len);
 
 /* Frees every NIC's strings; net_count becomes 0. */

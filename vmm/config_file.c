@@ -134,7 +134,7 @@ static int config_reason(char *error, size_t error_len)
 /* One element of "drives", Firecracker's shape; drive_id becomes the disk's id. */
 static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error, size_t error_len)
 {
-	struct cli_disk disk = {0};
+	struct cli_disk disk = {.origin = CLI_FROM_CONFIG};
 	const cJSON *item;
 	int ret = 0;
 
@@ -176,7 +176,7 @@ static int apply_drive(struct cli_options *opts, const cJSON *drive, char *error
 static int apply_network_interface(struct cli_options *opts, const cJSON *iface, char *error,
 				   size_t error_len)
 {
-	struct cli_net net = {0};
+	struct cli_net net = {.origin = CLI_FROM_CONFIG};
 	char *mac = NULL;
 	const cJSON *item;
 	int ret = 0;

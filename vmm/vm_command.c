@@ -191,6 +191,7 @@ static int vm_command_drive(struct cli_options *opts, const struct vm_command_dr
 	    .read_only = d->is_read_only,
 	    .root = d->is_root_device,
 	    .direct = d->direct,
+	    .origin = CLI_FROM_API,
 	};
 
 	if (!d->drive_id || !d->drive_id[0] || !d->path_on_host || !d->path_on_host[0])
@@ -210,7 +211,7 @@ static int vm_command_network_interface(struct cli_options *opts,
 					const struct vm_command_network_interface *n, char *fault,
 					size_t fault_len)
 {
-	struct cli_net net = {.has_mac = n->has_guest_mac};
+	struct cli_net net = {.has_mac = n->has_guest_mac, .origin = CLI_FROM_API};
 
 	if (!n->iface_id || !n->iface_id[0] || !n->host_dev_name || !n->host_dev_name[0])
 		return cli_error(fault, fault_len,

@@ -414,6 +414,35 @@ static void a_disk_flag_with_a_config_drives_id_replaces_it(void **state)
 	unlink(path);
 }
 
+/* Only a flag replaces a config file's drive: two flags, or two drives of the file,
+ * with one id are a mistake, not the last one silently. */
+static void an_id_given_twice_in_one_place_is_refused(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+
+	(void)state;
+	const char *disks[] = {"run",	 "--kernel",	    "k", "--disk", "path=/a,id=data",
+			       "--disk", "path=/b,id=data", NULL};
+	assert_int_equal(parse(&o, error, disks), -EINVAL);
+	assert_non_null(strstr(error, "disk id data: given twice"));
+	cli_options_free(&o);
+	const char *nets[] = {"run",   "--kernel",	"k", "--net", "tap=t0,id=lan",
+			      "--net", "tap=t1,id=lan", NULL};
+	assert_int_equal(parse(&o, error, nets), -EINVAL);
+	assert_non_null(strstr(error, "network interface id lan: given twice"));
+	cli_options_free(&o);
+	cli_options_init(&o);
+	assert_int_equal(
+	    config_file_apply(&o,
+			      "{\"drives\": [{\"drive_id\": \"d\", \"path_on_host\": "
+			      "\"/a\"}, {\"drive_id\": \"d\", \"path_on_host\": \"/b\"}]}",
+			      error, sizeof(error)),
+	    -EINVAL);
+	assert_non_null(strstr(error, "disk id d: given twice"));
+	cli_options_free(&o);
+}
+
 static void missing_config_file_is_an_error(void **state)
 {
 	struct cli_options o;
@@ -466,6 +495,7 @@ int main(void)
 	    cmocka_unit_test(too_many_disks_are_an_error),
 	    cmocka_unit_test(config_drives_are_firecracker_shaped),
 	    cmocka_unit_test(a_disk_flag_with_a_config_drives_id_replaces_it),
+	    cmocka_unit_test(an_id_given_twice_in_one_place_is_refused),
 	    cmocka_unit_test(sizes_accept_units_and_default_to_mib),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
