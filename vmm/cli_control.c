@@ -52,8 +52,9 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 		return cli_error(error, error_len, "unknown command %s", name);
 	bool snapshot = opts->command == CLI_CONTROL_SNAPSHOT;
 	opterr = 0;
-	optind = 1;
-	while ((option = getopt_long(argc, argv, "", control_options, NULL)) != -1) {
+	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	int index = -1;
+	while ((option = getopt_long(argc, argv, "", control_options, &index)) != -1) {
 		switch (option) {
 		case OPT_API_SOCK:
 			opts->api_sock = optarg;
@@ -74,14 +75,16 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 			opts->resume = true;
 			break;
 		default: {
-			const char *bad = argv[optind - 1];
+			char buf[3];
 			return cli_error(error, error_len, "%s: unknown or incomplete option %s",
-					 name, bad ? bad : "");
+					 name, cli_refused_option(argv, buf));
 		}
 		}
+		/* A snapshot's option, which pause and resume do not take (argv[optind - 1]
+		 * may be its value). */
 		if (!snapshot)
-			return cli_error(error, error_len, "%s: unknown option %s", name,
-					 argv[optind - 1]);
+			return cli_error(error, error_len, "%s: unknown option --%s", name,
+					 control_options[index].name);
 	}
 	if (optind < argc)
 		return cli_error(error, error_len, "%s: unexpected argument %s", name,

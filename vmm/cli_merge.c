@@ -37,7 +37,7 @@ int cli_merge_parse(struct cli_merge_options *opts, int argc, char **argv, char 
 	if (!opts->diff_paths)
 		return cli_error(error, error_len, "merge-memory: out of memory");
 	opterr = 0;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
 	while ((option = getopt_long(argc, argv, "", merge_options, NULL)) != -1) {
 		switch (option) {
 		case OPT_MEM:
@@ -56,10 +56,10 @@ int cli_merge_parse(struct cli_merge_options *opts, int argc, char **argv, char 
 			opts->help = true;
 			break;
 		default: {
-			const char *bad = argv[optind - 1];
+			char buf[3];
 			return cli_error(error, error_len,
 					 "merge-memory: unknown or incomplete option %s",
-					 bad ? bad : "");
+					 cli_refused_option(argv, buf));
 		}
 		}
 	}

@@ -22,6 +22,19 @@ int cli_error(char *error, size_t error_len, const char *fmt, ...)
 	return -EINVAL;
 }
 
+const char *cli_refused_option(char *const argv[], char buf[3])
+{
+	/* glibc sets optopt to 0 for an unknown long option, to the option's value (1000
+	 * and up here) for a long one without its value. */
+	if (optopt > 0 && optopt < 128) {
+		buf[0] = '-';
+		buf[1] = (char)optopt;
+		buf[2] = '\0';
+		return buf;
+	}
+	return argv[optind - 1] ? argv[optind - 1] : "";
+}
+
 void cli_options_init(struct cli_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
@@ -209,7 +222,7 @@ static int parse_run(struct cli_options *opts, int argc, char **argv, char *erro
 	/* Pass 1: only --config, so that flags (pass 2) override what the file says.
 	 * opterr stays off: pass 2 reports unknown options. */
 	opterr = 0;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
 	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
 		if (option == OPT_CONFIG) {
 			ret = config_file_load(opts, optarg, error, error_len);
@@ -217,12 +230,12 @@ static int parse_run(struct cli_options *opts, int argc, char **argv, char *erro
 				return ret;
 		}
 	}
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
 	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
 		if (option == '?' || option == ':') {
-			const char *bad = argv[optind - 1];
+			char buf[3];
 			return cli_error(error, error_len, "run: unknown or incomplete option %s",
-					 bad ? bad : "");
+					 cli_refused_option(argv, buf));
 		}
 		ret = apply_run_option(opts, option, optarg, error, error_len);
 		if (ret == -ENOMEM)

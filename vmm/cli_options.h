@@ -99,6 +99,12 @@ int cli_replace_part(char **field, const char *text, size_t n);
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The option getopt_long() just refused, for a message: "-x" for an unknown short
+ * option (inside a group such as -vq, glibc leaves optind where argv[optind - 1] names
+ * another word), else the word it stopped at (an unknown long option, or one missing
+ * its value). buf holds the short form. */
+const char *cli_refused_option(char *const argv[], char buf[3]);
+
 /* Parses a --disk value, "path=IMG[,overlay=FILE][,ro][,id=NAME][,root][,direct]",
  * into *disk (strings allocated). -EINVAL with a reason (also an overlay with ro, or an
  * overlay that is the image), -ENOMEM. */

@@ -201,6 +201,7 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 		return ret;
 	}
 	case OPT_CONSOLE_MAX:
+		opts->console_max_given = true;
 		return cli_console_max_parse(&opts->console_max_bytes, arg, error, error_len);
 	case OPT_QUIET:
 		opts->quiet = true;
@@ -340,13 +341,13 @@ int cli_restore_parse(struct cli_restore_options *opts, int argc, char **argv, c
 	int option;
 
 	opterr = 0;
-	optind = 1;
+	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
 	while ((option = getopt_long(argc, argv, "", restore_options, NULL)) != -1) {
 		if (option == '?' || option == ':') {
-			const char *bad = argv[optind - 1];
+			char buf[3];
 			return cli_error(error, error_len,
 					 "restore: unknown or incomplete option %s",
-					 bad ? bad : "");
+					 cli_refused_option(argv, buf));
 		}
 		int ret = cli_restore_option(opts, option, optarg, error, error_len);
 		if (ret == -ENOMEM)
@@ -393,9 +394,11 @@ int cli_restore_main(int argc, char **argv, int64_t start_ns)
 		code = cli_restore_copies(&opts, start_ns);
 	} else if (opts.api_sock && cli_api_socket_is_served(opts.api_sock)) {
 		/* A mote waits there (`mote run --api-sock` without a kernel): load into it. */
-		if (opts.console_given) {
-			fprintf(stderr, "mote: restore: --console does not apply to a snapshot "
-					"sent to a running mote (it has its own console)\n");
+		if (opts.console_given || opts.console_max_given) {
+			fprintf(stderr,
+				"mote: restore: %s does not apply to a snapshot sent to a "
+				"running mote (it has its own console)\n",
+				opts.console_given ? "--console" : "--console-max-size");
 			code = CLI_EXIT_USAGE;
 		} else {
 			code = cli_restore_send(&opts);

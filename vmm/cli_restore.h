@@ -27,6 +27,7 @@ struct cli_restore_options {
 	char *console_path;
 	uint64_t console_max_bytes; /* --console-max-size; 0: the default */
 	bool console_given;
+	bool console_max_given; /* --console-max-size */
 	bool quiet;
 	bool help;
 	unsigned copies; /* VMs restored from the snapshot: 1 unless --copies */

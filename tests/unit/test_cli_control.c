@@ -462,6 +462,10 @@ static void pause_and_resume_take_only_the_socket(void **state)
 	assert_string_equal(o.api_sock, "/b");
 	assert_int_equal(parse_control(&o, error, extra), -EINVAL);
 	assert_non_null(strstr(error, "--diff"));
+	/* A snapshot's option with its value: the message names the option, not the value. */
+	const char *with_value[] = {"resume", "--api-sock", "/a", "--mem", "m.mem", NULL};
+	assert_int_equal(parse_control(&o, error, with_value), -EINVAL);
+	assert_non_null(strstr(error, "unknown option --mem"));
 }
 
 static void control_commands_need_their_arguments(void **state)

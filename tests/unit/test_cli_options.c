@@ -110,6 +110,28 @@ static void bad_values_are_rejected_with_a_reason(void **state)
 	}
 }
 
+/* The refused option is named, not a word near it: inside a group of short options
+ * glibc's optind still points past the word before. */
+static void the_refused_option_is_the_one_named(void **state)
+{
+	struct cli_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *grouped[] = {"run", "--kernel", "k", "-vq", NULL};
+	const char *unknown[] = {"run", "--kernel", "k", "--bogus", NULL};
+	const char *no_value[] = {"run", "--kernel", "k", "--mem", NULL};
+
+	(void)state;
+	assert_int_equal(parse(&o, error, grouped), -EINVAL);
+	assert_non_null(strstr(error, "option -v"));
+	cli_options_free(&o);
+	assert_int_equal(parse(&o, error, unknown), -EINVAL);
+	assert_non_null(strstr(error, "option --bogus"));
+	cli_options_free(&o);
+	assert_int_equal(parse(&o, error, no_value), -EINVAL);
+	assert_non_null(strstr(error, "option --mem"));
+	cli_options_free(&o);
+}
+
 static void run_without_kernel_is_an_error(void **state)
 {
 	struct cli_options o;
@@ -496,6 +518,7 @@ int main(void)
 	    cmocka_unit_test(config_drives_are_firecracker_shaped),
 	    cmocka_unit_test(a_disk_flag_with_a_config_drives_id_replaces_it),
 	    cmocka_unit_test(an_id_given_twice_in_one_place_is_refused),
+	    cmocka_unit_test(the_refused_option_is_the_one_named),
 	    cmocka_unit_test(sizes_accept_units_and_default_to_mib),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
