@@ -140,6 +140,7 @@ int cli_exit_code_for_create_error(int err)
 	case -EADDRINUSE:
 	case -ENAMETOOLONG:
 	case -EEXIST:
+	case -EMEDIUMTYPE: /* a TAP name that is another kind of interface */
 		return CLI_EXIT_BAD_FILE;
 	case -EINVAL:
 		return CLI_EXIT_USAGE;

@@ -63,9 +63,15 @@ static int vm_create_nics(struct mote_vm *vm, const struct mote_config *config)
 		const struct mote_net *nic = &config->nets[i];
 		int fd = net_tap_open(nic->tap, &vm->log);
 		if (fd < 0) {
-			/* A TAP that is missing or not ours is a host resource the user named,
-			 * like a disk image (exit code 4), not missing KVM (-ENODEV). */
-			return fd == -ENODEV ? -ENOENT : fd == -EPERM ? -EACCES : fd;
+			/* A TAP that is missing, not ours or not a TAP is a host resource the
+			 * user named, like a disk image (exit code 4): not missing KVM
+			 * (-ENODEV), nor a bad argument, nor (restore) a bad snapshot
+			 * (-EINVAL). */
+			if (fd == -ENODEV)
+				return -ENOENT;
+			if (fd == -EPERM)
+				return -EACCES;
+			return fd == -EINVAL ? -EMEDIUMTYPE : fd;
 		}
 		vm->nic_fds[vm->nic_fd_count++] = fd;
 		struct virtio_net_options options = {

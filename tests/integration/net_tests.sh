@@ -102,4 +102,9 @@ test_a_missing_tap_is_a_clear_error() {
 	net_boot n4 "true" --net tap=mote-n4
 	expect_status 4
 	expect_in "$err" "mote-n4"
+	# An interface that exists but is no TAP: unusable like a missing one, not a bad
+	# command line.
+	net_boot n4-lo "true" --net tap=lo
+	expect_status 4
+	expect_in "$err" "lo is not a single-queue TAP interface"
 }
