@@ -278,6 +278,7 @@ static void vsock_reset(struct vdev *dev)
 static void vsock_reset_transport(struct virtio_vsock *vs)
 {
 	vsock_mux_reset(&vs->mux);
+	vsock_mux_scatter_local_ports(&vs->mux);
 	/* Replies it stalled for are gone with the connections; with EVENT_IDX the guest
 	 * may not notify tx again, so the queue is served once more. */
 	if (vs->tx_stalled)

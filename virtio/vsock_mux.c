@@ -306,10 +306,19 @@ static void on_timer(struct vsock_mux *mux)
 		after = conn->all_next;
 		if (!conn->deadline_ns)
 			continue;
-		if (conn->deadline_ns <= now)
+		if (conn->deadline_ns <= now) {
+			/* A guest that never answers a connect is worth telling from one that
+			 * refuses it (route): the client sees both as the connection closed. */
+			if (conn->state == VSOCK_CONN_LOCAL_INIT && conn->request_sent)
+				log_warn(
+				    mux->log,
+				    "%s: the guest did not answer a connect to its port %u from "
+				    "host port %u in %u ms",
+				    mux->name, conn->peer_port, conn->local_port, mux->timeout_ms);
 			conn_update(mux, conn, vsock_conn_expire(conn));
-		else if (!next || conn->deadline_ns < next)
+		} else if (!next || conn->deadline_ns < next) {
 			next = conn->deadline_ns;
+		}
 	}
 	if (next)
 		timer_arm(mux, next);
@@ -534,6 +543,10 @@ static void route(struct vsock_mux *mux, const struct virtq_chain *chain)
 		return;
 	}
 	struct vsock_conn *conn = lookup(mux, pkt.dst_port, pkt.src_port);
+	if (conn && conn->state == VSOCK_CONN_LOCAL_INIT && pkt.op == VIRTIO_VSOCK_OP_RST)
+		log_debug(mux->log,
+			  "%s: the guest refused a connect to its port %u from host port %u",
+			  mux->name, conn->peer_port, conn->local_port);
 	if (conn)
 		conn_update(mux, conn, vsock_conn_from_guest(conn, &pkt, chain));
 	else if (pkt.op == VIRTIO_VSOCK_OP_REQUEST)
@@ -601,6 +614,15 @@ bool vsock_mux_to_guest(struct vsock_mux *mux, const struct virtq_chain *chain, 
 	}
 	reap(mux);
 	return made;
+}
+
+void vsock_mux_scatter_local_ports(struct vsock_mux *mux)
+{
+	uint32_t offset;
+
+	if (getrandom(&offset, sizeof(offset), 0) != sizeof(offset))
+		offset = (uint32_t)(now_ns() ^ mux->hash_seed);
+	mux->next_local_port = VSOCK_FIRST_LOCAL_PORT + offset % VSOCK_FIRST_LOCAL_PORT;
 }
 
 void vsock_mux_reset(struct vsock_mux *mux)

@@ -122,4 +122,12 @@ bool vsock_mux_to_guest(struct vsock_mux *mux, const struct virtq_chain *chain, 
  * CONNECT line stay. */
 void vsock_mux_reset(struct vsock_mux *mux);
 
+/* Host-initiated connections go on from a random port of [2^30, 2^31) instead of the
+ * next one. After a transport reset (a restore) the guest may still hold sockets of the
+ * connections before it, until their owners close them, and this process does not know
+ * their ports (no snapshot holds them): a request on the same pair of ports would meet
+ * such a socket and be refused. Every copy restored from one snapshot would meet the
+ * same ones. */
+void vsock_mux_scatter_local_ports(struct vsock_mux *mux);
+
 #endif
