@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "cli_options.h"
 #include "size_parse.h"
 
 #define GUEST_PREFIX "guest:"
@@ -148,9 +149,11 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 			env[opts->env_count++] = arg;
 			env[opts->env_count] = NULL;
 			break;
-		default:
+		default: {
+			char buf[3];
 			return parse_error(error, error_len, "%s: unknown or incomplete option %s",
-					   name, argv[optind - 1] ? argv[optind - 1] : "");
+					   name, cli_refused_option(argv, buf));
+		}
 		}
 	}
 	if (!opts->vsock_path)

@@ -12,6 +12,8 @@
 #include "cli_run.h"
 #include "size_parse.h"
 
+#include "../virtio/vsock_uds.h"
+
 void cli_restore_options_init(struct cli_restore_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
@@ -174,6 +176,13 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 	case OPT_NET:
 		return cli_restore_net(r, arg, error, error_len);
 	case OPT_VSOCK_UDS:
+		/* As --vsock uds= is checked in mote run: a command-line error (exit 2). */
+		if (vsock_uds_path_check(arg) != 0)
+			return cli_error(
+			    error, error_len,
+			    "--vsock-uds %s: empty, or too long for a Unix socket path "
+			    "with the _PORT suffix",
+			    arg);
 		return cli_restore_copy(&r->vsock_uds_path, arg, strlen(arg));
 	case OPT_PAUSED:
 		r->paused = true;

@@ -149,13 +149,16 @@ struct mote_vm;
 
 /* Reads kernel and initrd, opens and locks the disk images, opens KVM, checks its capabilities,
  * creates guest memory, loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
- *   -EINVAL  a configuration value is out of range;
+ *   -EINVAL  a configuration value is out of range (guest memory that would end past
+ *            the CPU's physical address width too);
  *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
  *            vsock socket's directory stayed locked by another process for 2 s;
  *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another
  *            process, is not a socket, or does not fit a sockaddr_un;
  *   -E2BIG   the command line is too long for the kernel;
+ *   -EMEDIUMTYPE  a TAP name that is an interface of another kind (or a multi-queue
+ *            TAP); -ENOENT a TAP that does not exist;
  *   -ENODEV  /dev/kvm cannot be opened;  -ENOTSUP  KVM lacks a needed capability;
  *   others   a KVM or host resource call failed (the message says which). */
 MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out);
@@ -255,10 +258,11 @@ struct mote_restore_config {
 	/* mote_vm_run() starts the VM paused. Until it has started it, mote_vm_resume()
 	 * and mote_vm_pause() only choose how it starts (running, or paused again). */
 	bool paused;
-	/* Read every page of the memory files before the restore and compare each file's
-	 * content with the checksum written with it: a file changed or damaged since the
-	 * snapshot is refused instead of giving the guest garbage. It checks the files as
-	 * they are at restore time (the file is then mapped, and must stay as it is); it
+	/* Read every page of the memory files and compare each file's content with the
+	 * checksum written with it: a file changed or damaged since the snapshot is refused
+	 * instead of giving the guest garbage. The full file is read before anything is
+	 * built (it is then mapped, and must stay as it is); each diff as it is copied into
+	 * guest memory, so what is checked is what the guest gets. It
 	 * costs a read of all the data the files hold (the pages then sit in the host's
 	 * page cache). Without it the files are mapped lazily and only their identities
 	 * are checked. */
@@ -294,7 +298,8 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * reset); its listeners stay. Errors: -EINVAL bad configuration; -EPROTO a state file
  * that is damaged or not mote's, or of another version; -EINVAL memory files that are
  * not this snapshot's: of another size or snapshot, diffs missing or out of order, or
- * (verify_memory) content that does not match its checksum; others as mote_vm_create().
+ * (verify_memory) content that does not match its checksum; -ENOTSUP memory that this
+ * CPU's physical address width cannot hold; others as mote_vm_create().
  * Each overlay disk's overlay is rebuilt from its layers under a temporary name and
  * takes the overlay's name last of all (or when the VM first runs, with
  * defer_disk_commit): a restore that fails leaves every overlay file as it was. */

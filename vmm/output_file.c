@@ -17,6 +17,7 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
 
 	out->path = path;
 	out->fd = -1;
+	out->finished = false;
 	out->temp[0] = '\0';
 	/* A name nobody else writes: a random part, so that two writers of one path in one
 	 * process (or a pid reused) never share a temporary file. */
@@ -80,33 +81,51 @@ int output_file_finish(struct output_file *out, const struct mote_log *log)
 	struct stat old;
 	int err = 0;
 
+	if (out->fd < 0)
+		return -EBADF;
 	/* A file replaced keeps its permissions (a memory file is guest RAM, which its
-	 * owner may have kept private); a new one gets those of any new file. */
-	mode_t mode = stat(out->path, &old) == 0 ? old.st_mode & 07777 : 0666 & ~process_umask();
-	if (fchmod(out->fd, mode) < 0)
+	 * owner may have kept private), and a failure to give them is an error; a new one
+	 * gets those of any new file, where the file system allows (vfat and some FUSE
+	 * mounts refuse chmod: it then stays private). */
+	bool replaces = stat(out->path, &old) == 0;
+	mode_t mode = replaces ? old.st_mode & 07777 : 0666 & ~process_umask();
+	if (fchmod(out->fd, mode) < 0 && replaces)
 		err = -errno;
 	if (!err && fsync(out->fd) < 0)
 		err = -errno;
 	if (close(out->fd) < 0 && !err)
 		err = -errno;
 	out->fd = -1;
+	out->finished = !err;
 	if (err)
 		log_error(log, "%s: %s", out->temp, strerror(-err));
 	return err;
+}
+
+int output_file_rename(struct output_file *out, const struct mote_log *log)
+{
+	if (!out->finished) {
+		log_error(log, "%s: not written whole; not renamed", out->temp);
+		return -EBADF;
+	}
+	if (rename(out->temp, out->path) < 0) {
+		int err = -errno;
+		log_error(log, "%s: %s", out->path, strerror(errno));
+		return err;
+	}
+	out->temp[0] = '\0';
+	out->finished = false;
+	return 0;
 }
 
 int output_file_commit(struct output_file *out, const struct mote_log *log)
 {
 	int err = out->fd >= 0 ? output_file_finish(out, log) : 0;
 
+	if (!err)
+		err = output_file_rename(out, log);
 	if (err)
 		return err;
-	if (rename(out->temp, out->path) < 0) {
-		err = -errno;
-		log_error(log, "%s: %s", out->path, strerror(errno));
-		return err;
-	}
-	out->temp[0] = '\0';
 	err = output_file_sync_directory(out->path);
 	if (err)
 		log_error(log, "%s: syncing its directory: %s", out->path, strerror(-err));

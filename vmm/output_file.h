@@ -4,12 +4,15 @@
 #ifndef MOTE_OUTPUT_FILE_H
 #define MOTE_OUTPUT_FILE_H
 
+#include <stdbool.h>
+
 #include "log.h"
 
 struct output_file {
 	const char *path;
 	char temp[4096 + 32];
-	int fd; /* the temporary file's, read-write; -1 once committed or abandoned */
+	int fd;	       /* the temporary file's, read-write; -1 once finished or abandoned */
+	bool finished; /* output_file_finish succeeded: it may take its name */
 };
 
 /* Creates "<path>.tmp-<pid>-<random>", a new file (never through a link), readable by
@@ -21,6 +24,10 @@ int output_file_open(struct output_file *out, const char *path, const struct mot
  * of several files finishes them all before renaming any, so that a failure leaves
  * every old file in place. 0 or a negative errno, with a message. */
 int output_file_finish(struct output_file *out, const struct mote_log *log);
+
+/* Renames a finished file to its path (the directory not synced yet). 0 or a negative
+ * errno, with a message: -EBADF for one not finished (or whose finish failed). */
+int output_file_rename(struct output_file *out, const struct mote_log *log);
 
 /* Finishes it (unless done), renames it to its path and syncs the directory. 0 or a
  * negative errno, with a message; on a failure before the rename, the temporary file is

@@ -555,7 +555,7 @@ static int vm_track_dirty(struct mote_vm *vm)
 /* Guest RAM must end within the physical address width the guest's CPUID will state
  * (the host's, from KVM): past it the guest cannot map its own memory. Checked for
  * restores too, whose memory size comes from a snapshot perhaps taken elsewhere. */
-static int vm_check_address_width(struct mote_vm *vm)
+static int vm_check_address_width(struct mote_vm *vm, bool restore)
 {
 	struct kvm_cpuid2 *cpuid = kvm_supported_cpuid(&vm->kvm, &vm->log);
 
@@ -567,9 +567,12 @@ static int vm_check_address_width(struct mote_vm *vm)
 	if (bits < 64 && end > (1ULL << bits)) {
 		log_error(&vm->log,
 			  "%llu MiB of guest memory would end at 0x%llx, past this CPU's "
-			  "%u-bit physical address space; give less memory",
-			  (unsigned long long)(vm->mem.size >> 20), (unsigned long long)end, bits);
-		return -EINVAL;
+			  "%u-bit physical address space; %s",
+			  (unsigned long long)(vm->mem.size >> 20), (unsigned long long)end, bits,
+			  restore ? "restore the snapshot on a host with a wider one"
+				  : "give less memory");
+		/* Booting, the setting is wrong; restoring, the host cannot. */
+		return restore ? -ENOTSUP : -EINVAL;
 	}
 	return 0;
 }
@@ -577,6 +580,7 @@ static int vm_check_address_width(struct mote_vm *vm)
 int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 {
 	/* A restore brings the setup of its snapshot, frozen disk layers and all. */
+	bool restore = mem_fd >= 0;
 	int ret = vm->setup.cpus ? 0 : vm_setup_from_config(&vm->setup, config);
 
 	if (ret)
@@ -594,7 +598,7 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 	if (mem_fd >= 0)
 		close(mem_fd); /* an earlier step failed: it is still ours to close */
 	if (!ret)
-		ret = vm_check_address_width(vm);
+		ret = vm_check_address_width(vm, restore);
 	if (!ret && vm->track_dirty)
 		ret = vm_track_dirty(vm);
 	if (!ret)

@@ -228,17 +228,24 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 		if (ret)
 			log_error(&vm->log, "%s: %s", state.temp, strerror(-ret));
 	}
-	/* Both synced before either is renamed: a write that fails leaves the previous
-	 * snapshot of these paths whole. Only a crash between the renames can part the two,
-	 * and a restore refuses that pair (the state names its memory file's id). */
+	/* Both written and synced before either is renamed, and both renamed before the
+	 * directories are synced: a write that fails leaves the previous snapshot of these
+	 * paths whole. Only a crash, or a rename that fails, between the two renames can
+	 * part them, and a restore refuses that pair (the state names its memory's id). */
 	if (!ret)
 		ret = output_file_finish(&memory, &vm->log);
 	if (!ret)
 		ret = output_file_finish(&state, &vm->log);
 	if (!ret)
-		ret = output_file_commit(&memory, &vm->log);
+		ret = output_file_rename(&memory, &vm->log);
 	if (!ret)
-		ret = output_file_commit(&state, &vm->log);
+		ret = output_file_rename(&state, &vm->log);
+	for (unsigned i = 0; i < 2 && !ret; i++) {
+		const char *path = i ? params->state_path : params->mem_path;
+		ret = output_file_sync_directory(path);
+		if (ret)
+			log_error(&vm->log, "%s: syncing its directory: %s", path, strerror(-ret));
+	}
 	output_file_abandon(&memory);
 	output_file_abandon(&state);
 	snap_writer_free(&w);
@@ -635,9 +642,14 @@ int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 
 	if (!uncommitted)
 		return -ENOMEM;
-	for (unsigned i = 0; i < count; i++)
-		if (vms[i] && vms[i]->disks_uncommitted)
+	for (unsigned i = 0; i < count; i++) {
+		bool listed = false;
+		for (unsigned j = 0; j < n && !listed; j++)
+			listed = uncommitted[j] == vms[i];
+		/* Once each: its pause_lock is taken below. */
+		if (vms[i] && vms[i]->disks_uncommitted && !listed)
 			uncommitted[n++] = vms[i];
+	}
 	/* Under each VM's pause_lock, in order: a snapshot freezes the same overlays. */
 	for (unsigned i = 0; i < n; i++)
 		pthread_mutex_lock(&uncommitted[i]->pause_lock);

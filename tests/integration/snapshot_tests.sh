@@ -237,7 +237,8 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	# A diff's first non-zero byte lies in a page its bitmap names (the RAM part comes
 	# first, and holes read as zeros): with one bit of it changed, --verify-memory refuses.
 	cp --sparse=always "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff"
-	at=$(($(cmp "$WORK/s2-2.diff" /dev/zero 2>/dev/null | sed -n 's/.* byte \([0-9]*\),.*/\1/p') - 1))
+	# cmp says "byte N" or, in the POSIX locale, "char N".
+	at=$(($(cmp "$WORK/s2-2.diff" /dev/zero 2>/dev/null | sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p') - 1))
 	byte=$(od -An -tu1 -j $at -N1 "$WORK/s2-2.diff" | tr -d ' ')
 	printf "$(printf '\\%03o' $((byte ^ 1)))" |
 		dd of="$WORK/s2-2-flipped.diff" bs=1 seek=$at conv=notrunc 2>/dev/null

@@ -146,6 +146,13 @@ static void restore_bad_arguments_give_a_one_line_reason(void **state)
 	    {"restore", "--snapshot", "s", "--mem", "m", "extra", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--api-sock", "", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--paused", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--vsock-uds", "", NULL},
+	    /* 97 bytes: with "_4294967295" no longer a Unix socket path. */
+	    {"restore", "--snapshot", "s", "--mem", "m", "--vsock-uds",
+	     "/tmp/"
+	     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	     "aaaaaaa",
+	     NULL},
 	};
 
 	(void)state;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,15 +139,19 @@ static void finishing_renames_nothing_and_abandoning_leaves_the_old_files(void *
 	assert_file_holds(f->other, "old state");
 	assert_int_equal(access(finished, F_OK), -1);
 
-	/* Both finished, then both committed. */
+	/* Both finished, then both renamed; a file not finished is never renamed. */
 	assert_int_equal(output_file_open(&memory, f->path, NULL), 0);
 	assert_int_equal(output_file_open(&state_file, f->other, NULL), 0);
 	writes(&memory, "new memory");
 	writes(&state_file, "new state");
+	assert_int_equal(output_file_rename(&memory, NULL), -EBADF);
+	assert_file_holds(f->path, "old memory");
 	assert_int_equal(output_file_finish(&memory, NULL), 0);
+	assert_int_equal(output_file_finish(&memory, NULL), -EBADF); /* once */
 	assert_int_equal(output_file_finish(&state_file, NULL), 0);
-	assert_int_equal(output_file_commit(&memory, NULL), 0);
-	assert_int_equal(output_file_commit(&state_file, NULL), 0);
+	assert_int_equal(output_file_rename(&memory, NULL), 0);
+	assert_int_equal(output_file_rename(&state_file, NULL), 0);
+	assert_int_equal(output_file_sync_directory(f->path), 0);
 	assert_file_holds(f->path, "new memory");
 	assert_file_holds(f->other, "new state");
 }
