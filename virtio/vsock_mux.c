@@ -184,10 +184,23 @@ static struct vsock_conn *conn_new(const struct vsock_mux *mux, int fd)
 	return vsock_conn_new(fd, full ? VSOCK_CONN_BUF_ALLOC : VSOCK_CONN_BUF_ALLOC_SMALL);
 }
 
+/* While clients are held, one still sending its CONNECT line waits too, unread and
+ * without a deadline: read now, its REQUEST could reach the guest before the reset it
+ * has not handled yet, which would then reset the new connection as well. */
+static bool conn_held(const struct vsock_mux *mux, const struct vsock_conn *conn)
+{
+	return mux->clients_held && conn->state == VSOCK_CONN_AWAIT_LINE;
+}
+
+static uint32_t conn_epoll_events(const struct vsock_mux *mux, const struct vsock_conn *conn)
+{
+	return conn_held(mux, conn) ? 0 : vsock_conn_epoll_events(conn);
+}
+
 /* Takes a new connection (its fd already set up) into the multiplexer. */
 static int conn_add(struct vsock_mux *mux, struct vsock_conn *conn)
 {
-	conn->epoll_events = vsock_conn_epoll_events(conn);
+	conn->epoll_events = conn_epoll_events(mux, conn);
 	int err = watch(mux, EPOLL_CTL_ADD, conn->fd, conn->epoll_events, conn);
 	if (err)
 		return err;
@@ -229,6 +242,8 @@ static void conn_close(struct vsock_mux *mux, struct vsock_conn *conn)
 	listener_resume(mux);
 }
 
+static void conn_update(struct vsock_mux *mux, struct vsock_conn *conn, enum vsock_verdict verdict);
+
 void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
 {
 	if (mux->listen_fd < 0 || hold == mux->clients_held)
@@ -240,6 +255,10 @@ void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
 		mux->listen_paused = true; /* watched again below, if it may be */
 		listener_resume(mux);
 	}
+	/* The clients still sending their line stop being read, or are read again. */
+	for (struct vsock_conn *conn = mux->all; conn; conn = conn->all_next)
+		if (conn->state == VSOCK_CONN_AWAIT_LINE)
+			conn_update(mux, conn, VSOCK_KEEP);
 }
 
 static void reap(struct vsock_mux *mux)
@@ -270,7 +289,7 @@ static void conn_update(struct vsock_mux *mux, struct vsock_conn *conn, enum vso
 		(void)epoll_ctl(mux->epoll_fd, EPOLL_CTL_DEL, conn->fd, NULL);
 		conn->in_epoll = false;
 	} else if (conn->in_epoll) {
-		uint32_t events = vsock_conn_epoll_events(conn);
+		uint32_t events = conn_epoll_events(mux, conn);
 		if (events != conn->epoll_events &&
 		    watch(mux, EPOLL_CTL_MOD, conn->fd, events, conn) == 0)
 			conn->epoll_events = events;
@@ -280,7 +299,7 @@ static void conn_update(struct vsock_mux *mux, struct vsock_conn *conn, enum vso
 		rx_append(mux, conn);
 	else if (!wants_rx && conn->in_rx)
 		rx_remove(mux, conn);
-	unsigned phase = vsock_conn_timed_phase(conn);
+	unsigned phase = conn_held(mux, conn) ? 0 : vsock_conn_timed_phase(conn);
 	if (phase != conn->deadline_phase) {
 		conn->deadline_phase = phase;
 		conn->deadline_ns = phase ? now_ns() + mux->timeout_ms * 1000000ULL : 0;
@@ -394,7 +413,10 @@ void vsock_mux_host_events(struct vsock_mux *mux)
 			struct vsock_conn *conn = tag;
 			if (conn->closed)
 				continue;
-			if (conn->state == VSOCK_CONN_AWAIT_LINE)
+			/* A held client is watched for nothing: only its hang-up wakes it. */
+			if (conn_held(mux, conn))
+				conn_update(mux, conn, VSOCK_CLOSE);
+			else if (conn->state == VSOCK_CONN_AWAIT_LINE)
 				on_connect_line(mux, conn);
 			else
 				conn_update(mux, conn,
