@@ -64,16 +64,22 @@ void cli_agent_options_free(struct cli_agent_options *opts)
 	memset(opts, 0, sizeof(*opts));
 }
 
-/* Seconds, possibly fractional, from 0 to a day; stored in ms. */
+/* Seconds, possibly fractional, from 0 to a day, in decimal digits ("1.5", not " 1",
+ * "0x2" or "1e3", which strtod would take); stored in ms, and a time above 0 that
+ * rounds to 0 ms is 1 ms, since 0 means no limit at all. */
 static int seconds_parse(const char *text, int *ms)
 {
 	char *end;
+
+	if (!text[0] || strspn(text, "0123456789.") != strlen(text))
+		return -EINVAL;
 	errno = 0;
 	double s = strtod(text, &end);
-
 	if (errno || end == text || *end || !isfinite(s) || s < 0 || s > 86400)
 		return -EINVAL;
 	*ms = (int)(s * 1000 + 0.5);
+	if (*ms == 0 && s > 0)
+		*ms = 1;
 	return 0;
 }
 

@@ -40,6 +40,19 @@ static void exec_options_stop_at_the_command(void **state)
 	cli_agent_options_free(&opts);
 }
 
+/* A timeout above 0 never rounds to 0 ms, which would mean none at all. */
+static void a_tiny_timeout_is_still_a_timeout(void **state)
+{
+	char *argv[] = {"exec", "--vsock", "v", "--timeout", "0.0004", "ls", NULL};
+	struct cli_agent_options opts;
+	char error[256] = "";
+
+	(void)state;
+	assert_int_equal(cli_exec_parse(&opts, ARGC(argv), argv, error, sizeof(error)), 0);
+	assert_int_equal(opts.timeout_ms, 1);
+	cli_agent_options_free(&opts);
+}
+
 static void exec_defaults_and_double_dash(void **state)
 {
 	char *argv[] = {"exec", "--vsock", "v.sock", "--", "--odd-name", NULL};
@@ -76,6 +89,9 @@ static void bad_exec_command_lines_say_what_is_wrong(void **state)
 	char *nameless_env[] = {"exec", "--vsock", "v", "--env", "=v", "ls", NULL};
 	char *bad_wait[] = {"exec", "--vsock", "v", "--wait", "-1", "ls", NULL};
 	char *bad_timeout[] = {"exec", "--vsock", "v", "--timeout", "soon", "ls", NULL};
+	char *hex_timeout[] = {"exec", "--vsock", "v", "--timeout", "0x2", "ls", NULL};
+	char *spaced_timeout[] = {"exec", "--vsock", "v", "--timeout", " 5", "ls", NULL};
+	char *grouped[] = {"exec", "--vsock", "v", "-xt", "ls", NULL};
 	char *unknown[] = {"exec", "--vsock", "v", "--bogus", "ls", NULL};
 	char *max_size[] = {"exec", "--vsock", "v", "--max-size", "1G", "ls", NULL};
 
@@ -88,6 +104,9 @@ static void bad_exec_command_lines_say_what_is_wrong(void **state)
 	expect_exec_error(nameless_env, ARGC(nameless_env), "NAME=VALUE");
 	expect_exec_error(bad_wait, ARGC(bad_wait), "--wait -1");
 	expect_exec_error(bad_timeout, ARGC(bad_timeout), "--timeout soon");
+	expect_exec_error(hex_timeout, ARGC(hex_timeout), "--timeout 0x2");
+	expect_exec_error(spaced_timeout, ARGC(spaced_timeout), "--timeout  5");
+	expect_exec_error(grouped, ARGC(grouped), "option -x");
 	expect_exec_error(unknown, ARGC(unknown), "--bogus");
 	expect_exec_error(max_size, ARGC(max_size), "unknown option --max-size");
 }
@@ -373,6 +392,7 @@ int main(void)
 	    T(exec_of_a_missing_program_exits_127_with_a_message),
 	    T(exec_without_an_agent_exits_125),
 	    T(exec_past_its_timeout_exits_124),
+	    cmocka_unit_test(a_tiny_timeout_is_still_a_timeout),
 	    T(exec_forwards_stdin_and_survives_a_closed_one),
 	    T(exec_passes_env_and_cwd),
 	    T(cp_copies_in_and_out_keeping_the_mode),
