@@ -216,11 +216,15 @@ void vm_setup_put_layer(struct vm_setup *setup, unsigned i, char *layer_path, bo
 
 int vm_setup_find_disk(const struct vm_setup *setup, const char *name)
 {
+	/* Ids first, over every disk: a disk whose id is "vdb" is that disk, wherever it
+	 * sits, and not the guest's second one. */
+	for (unsigned i = 0; i < setup->disk_count; i++)
+		if (setup->disks[i].id && strcmp(setup->disks[i].id, name) == 0)
+			return (int)i;
 	for (unsigned i = 0; i < setup->disk_count; i++) {
 		char guest_name[16];
 		snprintf(guest_name, sizeof(guest_name), "vd%c", 'a' + i);
-		if ((setup->disks[i].id && strcmp(setup->disks[i].id, name) == 0) ||
-		    strcmp(guest_name, name) == 0)
+		if (strcmp(guest_name, name) == 0)
 			return (int)i;
 	}
 	return -1;
@@ -228,11 +232,17 @@ int vm_setup_find_disk(const struct vm_setup *setup, const char *name)
 
 int vm_setup_find_net(const struct vm_setup *setup, const char *name)
 {
+	/* Ids, then TAP names, then the guest's names, each over every NIC. */
+	for (unsigned i = 0; i < setup->net_count; i++)
+		if (setup->nets[i].id && strcmp(setup->nets[i].id, name) == 0)
+			return (int)i;
+	for (unsigned i = 0; i < setup->net_count; i++)
+		if (strcmp(setup->nets[i].tap, name) == 0)
+			return (int)i;
 	for (unsigned i = 0; i < setup->net_count; i++) {
 		char guest_name[16];
 		snprintf(guest_name, sizeof(guest_name), "eth%u", i);
-		if ((setup->nets[i].id && strcmp(setup->nets[i].id, name) == 0) ||
-		    strcmp(setup->nets[i].tap, name) == 0 || strcmp(guest_name, name) == 0)
+		if (strcmp(guest_name, name) == 0)
 			return (int)i;
 	}
 	return -1;
