@@ -148,21 +148,30 @@ guest_command() { # FILL_BYTES
 }
 
 mote_ctl() { "$MOTE_BIN" "$@" >/dev/null 2>>"$work/ctl.err"; }
-mote_agent() { # UDS ARGS...
+mote_agent() { # UDS ARGS... (its stderr into $MOTE_AGENT_ERR, else dropped)
 	local uds=$1
 	shift
-	timeout 120 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" </dev/null >/dev/null 2>&1
+	timeout 120 "$MOTE_BIN" exec --vsock "$uds" --wait 120 -- "$@" </dev/null >/dev/null \
+		2>"${MOTE_AGENT_ERR:-/dev/null}"
 }
 
 # agents_answer PREFIX N T0_NS: a `mote exec -- true` through each of PREFIX1..PREFIXN
 # at once; prints the ms from T0 until all are done, and how many answered if not all.
+# A copy that does not answer is named on stderr with what its client said, so that the
+# rare silent copy (README, "Status") shows whether its guest refused or never answered.
 agents_answer() {
 	local prefix=$1 n=$2 t0=$3 i w waits="" answered=0
 	for i in $(seq 1 "$n"); do
-		mote_agent "$prefix$i" true &
-		waits="$waits $!"
+		MOTE_AGENT_ERR=$prefix$i.agent.err mote_agent "$prefix$i" true &
+		waits="$waits $i:$!"
 	done
-	for w in $waits; do wait "$w" && answered=$((answered + 1)); done
+	for w in $waits; do
+		if wait "${w#*:}"; then
+			answered=$((answered + 1))
+		else
+			progress "copy ${w%%:*} did not answer: $(tail -2 "$prefix${w%%:*}.agent.err" | tr '\n' ' ')"
+		fi
+	done
 	echo "$(ms_between "$t0" "$(now_ns)")$([ "$answered" = "$n" ] || echo " ($answered of $n answered)")"
 }
 
@@ -247,6 +256,8 @@ bench_mote() { # SIZE FILL
 			--mem "$d/full.mem" --vsock-uds "$d/f{i}" --api-sock "$d/fa{i}" --console none
 		echo "$launch_ms" >"$d/fork-$n-ms"
 		agents_answer "$d/f" "$n" "$launch_t0" >"$d/fork-$n-answer"
+		grep -q answered "$d/fork-$n-answer" && grep -E "connect|vsock|error" "$d/fork.log" |
+			tail -5 | sed 's/^/    fork log: /' >&2
 		# shellcheck disable=SC2086
 		fork_memory "$d" "$n" "$d/full.mem" $launch_pids
 		agents_poweroff "$d/f" "$n"
