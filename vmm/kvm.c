@@ -74,10 +74,14 @@ void kvm_close(struct kvm *kvm)
 	if (kvm->fd >= 0)
 		close(kvm->fd);
 	kvm->fd = -1;
+	free(kvm->supported_cpuid);
+	kvm->supported_cpuid = NULL;
 }
 
-struct kvm_cpuid2 *kvm_supported_cpuid(const struct kvm *kvm, const struct mote_log *log)
+const struct kvm_cpuid2 *kvm_supported_cpuid(struct kvm *kvm, const struct mote_log *log)
 {
+	if (kvm->supported_cpuid)
+		return kvm->supported_cpuid;
 	/* Grow until KVM stops answering E2BIG (api.rst, KVM_GET_SUPPORTED_CPUID). */
 	for (unsigned nent = 64; nent <= 4096; nent *= 2) {
 		struct kvm_cpuid2 *cpuid =
@@ -86,7 +90,7 @@ struct kvm_cpuid2 *kvm_supported_cpuid(const struct kvm *kvm, const struct mote_
 			return NULL;
 		cpuid->nent = nent;
 		if (ioctl(kvm->fd, KVM_GET_SUPPORTED_CPUID, cpuid) == 0)
-			return cpuid;
+			return kvm->supported_cpuid = cpuid;
 		int err = errno;
 		free(cpuid);
 		if (err != E2BIG) {

@@ -494,7 +494,7 @@ static int vm_load_guest(struct mote_vm *vm, const struct mote_config *config,
 
 static int vm_create_vcpus(struct mote_vm *vm)
 {
-	struct kvm_cpuid2 *cpuid;
+	const struct kvm_cpuid2 *cpuid;
 	int ret = 0;
 
 	if ((int)vm->cpu_count > vm->kvm.max_vcpus) {
@@ -507,7 +507,6 @@ static int vm_create_vcpus(struct mote_vm *vm)
 		return -ENOTSUP;
 	for (unsigned i = 0; i < vm->cpu_count && !ret; i++)
 		ret = vcpu_create(&vm->vcpus[i], vm, i, cpuid, vm->entry);
-	free(cpuid);
 	return ret;
 }
 
@@ -557,12 +556,11 @@ static int vm_track_dirty(struct mote_vm *vm)
  * restores too, whose memory size comes from a snapshot perhaps taken elsewhere. */
 static int vm_check_address_width(struct mote_vm *vm, bool restore)
 {
-	struct kvm_cpuid2 *cpuid = kvm_supported_cpuid(&vm->kvm, &vm->log);
+	const struct kvm_cpuid2 *cpuid = kvm_supported_cpuid(&vm->kvm, &vm->log);
 
 	if (!cpuid)
 		return -ENOTSUP;
 	unsigned bits = cpuid_phys_addr_bits(cpuid->entries, cpuid->nent);
-	free(cpuid);
 	uint64_t end = guest_memory_end(&vm->mem);
 	if (bits < 64 && end > (1ULL << bits)) {
 		log_error(&vm->log,
