@@ -51,8 +51,7 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 	else
 		return cli_error(error, error_len, "unknown command %s", name);
 	bool snapshot = opts->command == CLI_CONTROL_SNAPSHOT;
-	opterr = 0;
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	int index = -1;
 	while ((option = getopt_long(argc, argv, "", control_options, &index)) != -1) {
 		switch (option) {

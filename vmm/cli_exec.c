@@ -93,8 +93,7 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 	memset(opts, 0, sizeof(*opts));
 	opts->port = MOTE_AGENT_DEFAULT_PORT;
 	opts->wait_ms = CLI_AGENT_DEFAULT_WAIT_S * 1000;
-	opterr = 0;
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	/* "+": stop at the command, whose own options are not ours. */
 	while ((option = getopt_long(argc, argv, "+t", agent_options, NULL)) != -1) {
 		const char *arg = optarg;

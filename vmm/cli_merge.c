@@ -36,8 +36,7 @@ int cli_merge_parse(struct cli_merge_options *opts, int argc, char **argv, char 
 	opts->diff_paths = calloc((size_t)argc + 1, sizeof(*opts->diff_paths));
 	if (!opts->diff_paths)
 		return cli_error(error, error_len, "merge-memory: out of memory");
-	opterr = 0;
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	while ((option = getopt_long(argc, argv, "", merge_options, NULL)) != -1) {
 		switch (option) {
 		case OPT_MEM:

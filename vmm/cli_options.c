@@ -22,6 +22,14 @@ int cli_error(char *error, size_t error_len, const char *fmt, ...)
 	return -EINVAL;
 }
 
+void cli_getopt_restart(void)
+{
+	opterr = 0;
+	/* 0, not 1: glibc then also forgets a group of short options (-vq) it was inside
+	 * when the last parse stopped. */
+	optind = 0;
+}
+
 const char *cli_refused_option(char *const argv[], char buf[3])
 {
 	/* glibc sets optopt to 0 for an unknown long option, to the option's value (1000
@@ -221,8 +229,7 @@ static int parse_run(struct cli_options *opts, int argc, char **argv, char *erro
 
 	/* Pass 1: only --config, so that flags (pass 2) override what the file says.
 	 * opterr stays off: pass 2 reports unknown options. */
-	opterr = 0;
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
 		if (option == OPT_CONFIG) {
 			ret = config_file_load(opts, optarg, error, error_len);
@@ -230,7 +237,7 @@ static int parse_run(struct cli_options *opts, int argc, char **argv, char *erro
 				return ret;
 		}
 	}
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	while ((option = getopt_long(argc, argv, "", run_options, NULL)) != -1) {
 		if (option == '?' || option == ':') {
 			char buf[3];

@@ -99,6 +99,10 @@ int cli_replace_part(char **field, const char *text, size_t n);
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Makes the next getopt_long() start a fresh parse, its errors left to the caller
+ * (opterr off; cli_refused_option names them). */
+void cli_getopt_restart(void);
+
 /* The option getopt_long() just refused, for a message: "-x" for an unknown short
  * option (inside a group such as -vq, glibc leaves optind where argv[optind - 1] names
  * another word), else the word it stopped at (an unknown long option, or one missing

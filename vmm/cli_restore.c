@@ -349,8 +349,7 @@ int cli_restore_parse(struct cli_restore_options *opts, int argc, char **argv, c
 {
 	int option;
 
-	opterr = 0;
-	optind = 0; /* 0, not 1: glibc then also forgets a group of short options it was inside */
+	cli_getopt_restart();
 	while ((option = getopt_long(argc, argv, "", restore_options, NULL)) != -1) {
 		if (option == '?' || option == ':') {
 			char buf[3];
