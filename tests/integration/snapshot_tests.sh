@@ -19,6 +19,15 @@ test_libmote_pause_resume_and_twenty_snapshot_restore_cycles() {
 	rm -f "$WORK"/snap-*.mem
 }
 
+# copy_flipped SRC DST AT MASK: DST is a copy of SRC (holes kept) with the byte at offset
+# AT XORed with MASK.
+copy_flipped() {
+	local byte
+	cp --sparse=always "$1" "$2"
+	byte=$(od -An -tu1 -j "$3" -N1 "$1" | tr -d ' ')
+	printf "$(printf '\\%03o' $((byte ^ $4)))" | dd of="$2" bs=1 seek="$3" conv=notrunc 2>/dev/null
+}
+
 # snap_vm_start NAME API UDS CMD [mote args...]: a VM with the agent, a control socket
 # and the command CMD (if any), in the background as $snap_vm; console in $WORK/NAME.out.
 snap_vm_start() {
@@ -236,12 +245,9 @@ test_diff_snapshot_restore_equals_full_snapshot_restore() {
 	expect_in "$err" "s2-2.diff does not apply on"
 	# A diff's first non-zero byte lies in a page its bitmap names (the RAM part comes
 	# first, and holes read as zeros): with one bit of it changed, --verify-memory refuses.
-	cp --sparse=always "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff"
 	# cmp says "byte N" or, in the POSIX locale, "char N".
 	at=$(($(cmp "$WORK/s2-2.diff" /dev/zero 2>/dev/null | sed -n 's/.* differ: [a-z]* \([0-9]*\),.*/\1/p') - 1))
-	byte=$(od -An -tu1 -j $at -N1 "$WORK/s2-2.diff" | tr -d ' ')
-	printf "$(printf '\\%03o' $((byte ^ 1)))" |
-		dd of="$WORK/s2-2-flipped.diff" bs=1 seek=$at conv=notrunc 2>/dev/null
+	copy_flipped "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff" $at 1
 	cmp -s "$WORK/s2-2.diff" "$WORK/s2-2-flipped.diff" && fail "the diff file copy was not changed"
 	mote_run s2-flipped restore --snapshot "$WORK/s2-2.state" --mem "$WORK/s2-1.mem" \
 		--mem-diff "$WORK/s2-2-flipped.diff" --verify-memory
@@ -434,12 +440,8 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	local size
 	size=$(stat -c %s "$WORK/s4.state")
 	head -c $((size / 2)) "$WORK/s4.state" >"$WORK/s4-truncated.state"
-	cp "$WORK/s4.state" "$WORK/s4-flipped.state"
 	# One byte in the middle of the payload, inverted.
-	local at=$((size / 2)) byte
-	byte=$(od -An -tu1 -j $at -N1 "$WORK/s4.state" | tr -d ' ')
-	printf "$(printf '\\%03o' $((255 - byte)))" |
-		dd of="$WORK/s4-flipped.state" bs=1 seek=$at conv=notrunc 2>/dev/null
+	copy_flipped "$WORK/s4.state" "$WORK/s4-flipped.state" $((size / 2)) 255
 	# The format version follows the 8-byte magic.
 	cp "$WORK/s4.state" "$WORK/s4-version.state"
 	printf '\377\377' | dd of="$WORK/s4-version.state" bs=1 seek=8 conv=notrunc 2>/dev/null
@@ -463,11 +465,7 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	expect_in "$err" "s4b.mem is not the memory of the snapshot"
 	# One bit changed in the guest's memory (past the trailer's reach): only a restore
 	# that reads the file whole can tell, and with --verify-memory it refuses.
-	cp --sparse=always "$WORK/s4.mem" "$WORK/s4-flipped.mem"
-	at=$((8 * 1024 * 1024 + 17))
-	byte=$(od -An -tu1 -j $at -N1 "$WORK/s4.mem" | tr -d ' ')
-	printf "$(printf '\\%03o' $((byte ^ 1)))" |
-		dd of="$WORK/s4-flipped.mem" bs=1 seek=$at conv=notrunc 2>/dev/null
+	copy_flipped "$WORK/s4.mem" "$WORK/s4-flipped.mem" $((8 * 1024 * 1024 + 17)) 1
 	cmp -s "$WORK/s4.mem" "$WORK/s4-flipped.mem" && fail "the memory file copy was not changed"
 	rm -f "$uds"
 	mote_run s4-flipped-mem restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-flipped.mem" \
