@@ -9,9 +9,14 @@
  *   mote-pipe tcp-connect IPV4 PORT    connect over TCP
  *   mote-pipe tcp-listen PORT          accept one TCP connection on PORT (any address)
  *
- * With --stats first, it reports on stderr, at the end, how many bytes came from the peer
- * and how long they took, from the connection's start to the peer's end of stream:
- * "pipe: received N bytes in S s" (the vsock benchmark's host-to-guest row).
+ * Options, before the mode:
+ *   --stats     report on stderr, at the end, how many bytes came from the peer and how
+ *               long they took, from the connection's start to the peer's end of stream:
+ *               "pipe: received N bytes in S s" (the vsock benchmark's host-to-guest row)
+ *   --bytes N   send at most N bytes of stdin, then shut the sending side down: with
+ *               stdin /dev/zero, a stream of N bytes with no pipe or dd in front (the
+ *               vsock benchmark's guest-to-host row, where an emulated guest's pipe copy
+ *               would be measured as much as vsock)
  *
  * Bytes from stdin go to the peer; at the end of stdin the sending side is shut down
  * (the peer reads end of file). Bytes from the peer go to stdout until the peer shuts
@@ -43,18 +48,32 @@ enum { EXIT_CONNECTION = 1, EXIT_USAGE = 2 };
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: mote-pipe [--stats] vsock-connect CID PORT | vsock-listen PORT |\n"
-			"                 tcp-connect IPV4 PORT | tcp-listen PORT\n");
+	fprintf(
+	    stderr,
+	    "usage: mote-pipe [--stats] [--bytes N] vsock-connect CID PORT | vsock-listen PORT |\n"
+	    "                 tcp-connect IPV4 PORT | tcp-listen PORT\n");
 	return EXIT_USAGE;
+}
+
+static bool parse_u64(const char *text, uint64_t *out)
+{
+	char *end;
+
+	if (*text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	unsigned long long value = strtoull(text, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = value;
+	return true;
 }
 
 static bool parse_u32(const char *text, unsigned *out)
 {
-	char *end;
+	uint64_t value;
 
-	errno = 0;
-	unsigned long value = strtoul(text, &end, 10);
-	if (errno || *end || end == text || value > 0xffffffffUL)
+	if (!parse_u64(text, &value) || value > 0xffffffffU)
 		return false;
 	*out = (unsigned)value;
 	return true;
@@ -81,13 +100,19 @@ static bool write_all(int fd, const char *buf, size_t n)
 	return true;
 }
 
-/* Copies from in to out until in ends, adding the bytes moved to *moved. */
-static int copy(int in, int out, const char *what, uint64_t *moved)
+/* Copies from in to out until in ends or limit bytes moved, adding the bytes moved to
+ * *moved. */
+static int copy(int in, int out, const char *what, uint64_t limit, uint64_t *moved)
 {
 	static char buf[BUFFER_BYTES];
 
 	for (;;) {
-		ssize_t n = read(in, buf, sizeof(buf));
+		size_t want = sizeof(buf);
+		if (limit - *moved < want)
+			want = (size_t)(limit - *moved);
+		if (want == 0)
+			return 0;
+		ssize_t n = read(in, buf, want);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -104,7 +129,7 @@ static int copy(int in, int out, const char *what, uint64_t *moved)
  * the peer while the peer blocks writing back (an echo server with full buffers) would
  * deadlock both. The child sends stdin and then shuts the sending side; this process
  * copies the peer's bytes to stdout until the peer shuts down its side. */
-static int pump(int sock, bool stats)
+static int pump(int sock, bool stats, uint64_t send_limit)
 {
 	struct timespec start, end;
 	uint64_t sent_bytes = 0, received = 0;
@@ -115,12 +140,12 @@ static int pump(int sock, bool stats)
 	if (sender < 0)
 		return failed("fork");
 	if (sender == 0) {
-		int status = copy(STDIN_FILENO, sock, "send to the peer", &sent_bytes);
+		int status = copy(STDIN_FILENO, sock, "send to the peer", send_limit, &sent_bytes);
 		if (status == 0 && shutdown(sock, SHUT_WR) < 0)
 			status = failed("shutdown");
 		_exit(status);
 	}
-	int status = copy(sock, STDOUT_FILENO, "receive from the peer", &received);
+	int status = copy(sock, STDOUT_FILENO, "receive from the peer", UINT64_MAX, &received);
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	if (stats)
 		fprintf(stderr, "pipe: received %llu bytes in %.3f s\n",
@@ -210,10 +235,21 @@ int main(int argc, char **argv)
 
 	/* A peer gone away is an error to report, not a reason to die silently. */
 	signal(SIGPIPE, SIG_IGN);
-	bool stats = argc > 1 && strcmp(argv[1], "--stats") == 0;
-	if (stats) {
-		argc--;
-		argv++;
+	bool stats = false;
+	uint64_t send_limit = UINT64_MAX;
+	for (;;) {
+		if (argc > 1 && strcmp(argv[1], "--stats") == 0) {
+			stats = true;
+			argc--;
+			argv++;
+		} else if (argc > 2 && strcmp(argv[1], "--bytes") == 0) {
+			if (!parse_u64(argv[2], &send_limit))
+				return usage();
+			argc -= 2;
+			argv += 2;
+		} else {
+			break;
+		}
 	}
 	if (argc == 4 && strcmp(argv[1], "vsock-connect") == 0 && parse_u32(argv[2], &cid) &&
 	    parse_u32(argv[3], &port))
@@ -231,7 +267,7 @@ int main(int argc, char **argv)
 		return usage();
 	if (sock < 0)
 		return EXIT_CONNECTION;
-	int status = pump(sock, stats);
+	int status = pump(sock, stats, send_limit);
 	close(sock);
 	return status;
 }
