@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../vmm/clock.h"
+#include "../vmm/write_quiet.h"
 
 /* Register offsets and bits: the 16550A data sheet, as Linux names them in
  * include/uapi/linux/serial_reg.h. */
@@ -273,7 +274,7 @@ static int serial_write_pending(struct serial *s, unsigned max, bool may_yield)
 	if (may_yield && s->ops && s->ops->output_should_yield &&
 	    s->ops->output_should_yield(s->opaque))
 		return -EINTR;
-	ssize_t n = write(fd, chunk, len);
+	ssize_t n = write_quiet(fd, chunk, len);
 	if (n < 0 && errno == EINTR)
 		return -EINTR;
 	/* A console fd the embedder made non-blocking: wait as a blocking one would. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "agent_client_internal.h"
+#include "write_quiet.h"
 
 /* A command that got SIGKILL (timeout, failing callback) and still sends no EXIT after
  * this long has a broken agent behind it. */
@@ -644,7 +645,7 @@ int mote_agent_upload(struct mote_agent *agent, int fd, const char *guest_path, 
 static int write_all(int fd, const uint8_t *data, size_t len)
 {
 	while (len > 0) {
-		ssize_t n = write(fd, data, len);
+		ssize_t n = write_quiet(fd, data, len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
