@@ -10,7 +10,8 @@ struct mote_log {
 	void *opaque;
 };
 
-/* Formats one message and hands it to the callback; a NULL log or callback drops it. */
+/* Formats one message and hands it to the callback; a NULL log or callback drops it.
+ * errno is as it was before, whatever the callback did. */
 void log_msg(const struct mote_log *log, enum mote_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -4,6 +4,13 @@
  * input; failures return a negative errno and describe themselves once through the
  * log callback of the configuration. There is no global state: a process may hold
  * several VMs, each driven from its own thread.
+ *
+ * One thing is process-wide, as in every KVM monitor: a vCPU thread in KVM_RUN is
+ * interrupted (to pause or stop it) with a signal, SIGRTMIN, sent to that thread alone.
+ * mote_vm_run() installs a handler for it that does nothing, so the embedding program
+ * must not use SIGRTMIN for anything else. SIGPIPE is left alone: the library never
+ * raises it (its writes to pipes the embedder hands it are made with SIGPIPE held back),
+ * whatever the program's disposition for it.
  */
 #ifndef MOTE_H
 #define MOTE_H
@@ -37,7 +44,10 @@ typedef void (*mote_log_fn)(void *opaque, enum mote_log_level level, const char 
 
 enum mote_console {
 	MOTE_CONSOLE_NONE, /* guest serial output is discarded, no input */
-	MOTE_CONSOLE_FDS,  /* output to console_out_fd, input from console_in_fd (-1: none) */
+	/* Output to console_out_fd (a pipe whose reader left: the output is dropped, with
+	 * no SIGPIPE for the process), input from console_in_fd (-1: none; an fd that is
+	 * not open: a warning, and no input). */
+	MOTE_CONSOLE_FDS,
 	MOTE_CONSOLE_FILE, /* output appended to console_path, no input */
 };
 
@@ -164,7 +174,8 @@ struct mote_vm;
 MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out);
 
 /* Starts every vCPU and blocks until the VM ends; fills *exit with why. Returns 0
- * when the VM ended (whatever the reason) or a negative errno when it could not run. */
+ * when the VM ended (whatever the reason) or a negative errno when it could not run:
+ * -EALREADY when mote_vm_run() was called for this VM before (a VM runs once). */
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with
@@ -219,9 +230,11 @@ struct mote_snapshot_params {
  * the previous snapshot to "<state_path>.<disk>.layer"). Files appear complete or not
  * at all: they are written under temporary names and renamed. The VM stays paused and
  * intact whatever happens: a full disk or read-only directory is an error to report,
- * after which it can be resumed. Errors: -EINVAL not paused, a diff without dirty
- * tracking or without an earlier snapshot, or paths that would destroy the VM's own
- * files; -ENOSPC, -EACCES, -EROFS, ... from the host. */
+ * after which it can be resumed. Errors: -EINVAL not paused, a type that is not one of
+ * mote_snapshot_type, a diff without dirty tracking or without an earlier snapshot, or
+ * paths that would destroy the VM's own files (its disks' images, overlays and layers,
+ * the layer this snapshot freezes, its vsock socket); -ENOSPC, -EACCES, -EROFS, ... from
+ * the host. */
 MOTE_API int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params);
 
 #define MOTE_MAX_MEM_DIFFS 64

@@ -206,6 +206,13 @@ static void *vm_console_thread(void *arg)
 			break;
 		if (fds[0].revents)
 			break;
+		if (fds[1].revents & POLLNVAL) {
+			/* Not an open fd (a daemon's closed stdin): poll would return at once
+			 * forever. The guest runs on without console input. */
+			log_warn(&vm->log, "console input fd %d is not open: no console input",
+				 vm->console_in_fd);
+			break;
+		}
 		if (!pending && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t n = read(vm->console_in_fd, buf, sizeof(buf));
 			if (n <= 0) {
@@ -326,6 +333,10 @@ static int vm_setup_console(struct mote_vm *vm, const struct mote_config *config
 		vm->console_max_bytes = config->console_max_bytes ? config->console_max_bytes
 								  : MOTE_CONSOLE_FILE_DEFAULT_MAX;
 		break;
+	default:
+		log_error(&vm->log, "console kind %d: not one of enum mote_console",
+			  config->console);
+		return -EINVAL;
 	}
 	vm->console_stop_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->console_stop_fd < 0) {
@@ -673,6 +684,16 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 {
 	int ret = 0;
 
+	/* A VM runs once: a second call, from another thread or after the first returned,
+	 * would start a second set of threads over the first's. */
+	pthread_mutex_lock(&vm->lock);
+	bool entered = vm->run_entered;
+	vm->run_entered = true;
+	pthread_mutex_unlock(&vm->lock);
+	if (entered) {
+		log_error(&vm->log, "this VM was run already: create or restore another");
+		return -EALREADY;
+	}
 	vm->run_start_ns = clock_now_ns();
 	if (vm->disks_uncommitted) {
 		/* Before anything runs: the guest must not write to an overlay that would

@@ -81,6 +81,7 @@ struct mote_vm {
 	/* mote_vm_run() has started (or is starting) the VM's threads: before that, a
 	 * pause or resume only says how the VM is to start (vm_pause.c). Guarded by lock. */
 	bool run_started;
+	bool run_entered; /* mote_vm_run() was called: a second call is refused. By lock. */
 	/* Restored, its overlays not committed yet (mote_vm_commit_disks): at the end of the
 	 * restore, or with defer_disk_commit in mote_vm_run(). */
 	bool disks_uncommitted;

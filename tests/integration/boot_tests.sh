@@ -210,6 +210,8 @@ test_two_vms_run_at_once_in_one_process() {
 	err=$WORK/t19.err
 	expect_status 0
 	expect_in "$WORK/t19.out" "both powered off"
+	expect_in "$WORK/t19.out" "console reader is gone powered off"
+	expect_in "$err" "is not open: no console input"
 }
 
 test_help_and_version() {

@@ -1,10 +1,17 @@
 /* libmote runs several VMs in one process: two VMs boot at once, each in its own
- * thread with its own console file, and each powers off with its own output.
+ * thread with its own console file, and each powers off with its own output. Then a
+ * third whose console is a pipe nobody reads: this process keeps SIGPIPE's default
+ * action (ending it), as an embedder may, and the VM still powers off; its console input
+ * is an fd that is not open, which is a warning; and a second mote_vm_run() of that VM
+ * is refused.
  * usage: mote-test-two-vms KERNEL INITRD DIR */
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mote.h"
 
@@ -47,6 +54,55 @@ static int console_has(const char *path, const char *text)
 		found = strstr(line, text) != NULL;
 	fclose(f);
 	return found;
+}
+
+/* A VM whose console is a pipe with no reader: 0 when it powered off and this process
+ * is still here to say so, and a second run of it was refused. */
+static int run_with_console_reader_gone(const char *kernel, const char *initrd)
+{
+	struct mote_config config;
+	struct mote_vm *vm;
+	struct mote_exit exit;
+	int fds[2];
+
+	signal(SIGPIPE, SIG_DFL);
+	if (pipe(fds) != 0) {
+		perror("pipe");
+		return 1;
+	}
+	close(fds[0]);
+	mote_config_init(&config);
+	config.kernel_path = kernel;
+	config.initrd_path = initrd;
+	config.cmdline = "console=ttyS0 reboot=k panic=1 mote.run=\"echo nobody-reads-this\"";
+	config.console = MOTE_CONSOLE_FDS;
+	/* Input from an fd number that cannot be open (past the process's fd limit): a
+	 * warning, not a console thread spinning on poll's POLLNVAL. */
+	config.console_in_fd = (int)sysconf(_SC_OPEN_MAX) + 16;
+	config.console_out_fd = fds[1];
+	config.log = log_to_stderr;
+	config.log_opaque = (void *)"C";
+	int result = mote_vm_create(&config, &vm);
+	if (result) {
+		fprintf(stderr, "vm C: create: %s\n", strerror(-result));
+		close(fds[1]);
+		return 1;
+	}
+	result = mote_vm_run(vm, &exit);
+	int again = mote_vm_run(vm, &exit);
+	mote_vm_destroy(vm);
+	close(fds[1]);
+	if (result || exit.reason != MOTE_EXIT_POWER_OFF) {
+		fprintf(stderr, "vm C: result %d, exit reason %d (%s)\n", result, exit.reason,
+			exit.message);
+		return 1;
+	}
+	if (again != -EALREADY) {
+		fprintf(stderr, "vm C: a second mote_vm_run() gave %d, not -EALREADY\n", again);
+		return 1;
+	}
+	printf("a VM whose console reader is gone powered off; a second run was refused\n");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -99,5 +155,7 @@ int main(int argc, char **argv)
 	}
 	if (!failed)
 		printf("two VMs in one process: both powered off with their own output\n");
+	if (run_with_console_reader_gone(argv[1], argv[2]))
+		failed = 1;
 	return failed;
 }
