@@ -297,6 +297,15 @@ static int vm_layer_path(struct mote_vm *vm, const struct vm_setup_disk *disk, u
 	return -EEXIST;
 }
 
+int vm_devices_layer_path(struct mote_vm *vm, unsigned disk, const char *state_path,
+			  char **path_out)
+{
+	*path_out = NULL;
+	if (!vm->setup.disks[disk].overlay)
+		return 0;
+	return vm_layer_path(vm, &vm->setup.disks[disk], disk, state_path, path_out);
+}
+
 int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path)
 {
 	for (unsigned i = 0; i < vm->disk_count; i++) {

@@ -45,6 +45,11 @@ void vm_devices_restored(struct mote_vm *vm);
  * the setup). */
 int vm_devices_freeze_disks(struct mote_vm *vm, const char *state_path);
 
+/* Where a snapshot at state_path would put disk's frozen layer (*path_out, to free), or
+ * NULL for a disk without an overlay; 0 or a negative errno. */
+int vm_devices_layer_path(struct mote_vm *vm, unsigned disk, const char *state_path,
+			  char **path_out);
+
 /* Frees the devices (after the event loop stopped: no handler may run). */
 void vm_devices_destroy(struct mote_vm *vm);
 

@@ -295,31 +295,58 @@ static bool vm_same_file(const char *a, const char *b)
 	return same || strcmp(a, b) == 0;
 }
 
-/* A snapshot's two files must be two, and neither may be a file of the VM's disks (an
- * image, an overlay, a frozen layer): writing there would destroy it. */
+/* Whether target is one of disk d's files (an image, an overlay, a frozen layer), or the
+ * layer this snapshot is about to freeze for it: writing there would destroy it, or the
+ * snapshot's own layer would be replaced by its memory file. 0, 1 or a negative errno. */
+static int vm_target_is_disk_file(struct mote_vm *vm, unsigned d, const char *state_path,
+				  const char *target)
+{
+	const struct vm_setup_disk *disk = &vm->setup.disks[d];
+	const char *files[2 + VM_SETUP_MAX_LAYERS] = {disk->path, disk->overlay};
+
+	for (unsigned l = 0; l < disk->layer_count; l++)
+		files[2 + l] = disk->layers[l];
+	for (unsigned f = 0; f < 2 + disk->layer_count; f++) {
+		if (files[f] && vm_same_file(target, files[f]))
+			return 1;
+	}
+	char *next_layer;
+	int ret = vm_devices_layer_path(vm, d, state_path, &next_layer);
+	if (ret)
+		return ret;
+	bool same = next_layer && vm_same_file(target, next_layer);
+	free(next_layer);
+	return same;
+}
+
+/* A snapshot's two files must be two, and neither may be a file of the VM's disks nor
+ * its vsock socket (the rename would put a file where clients connect). */
 static int vm_check_snapshot_targets(struct mote_vm *vm, const struct mote_snapshot_params *params)
 {
+	const char *targets[] = {params->state_path, params->mem_path};
+
 	if (vm_same_file(params->state_path, params->mem_path)) {
 		log_error(&vm->log, "snapshot: %s is named as both the state and the memory file",
 			  params->state_path);
 		return -EINVAL;
 	}
-	for (unsigned d = 0; d < vm->setup.disk_count; d++) {
-		const struct vm_setup_disk *disk = &vm->setup.disks[d];
-		const char *files[2 + VM_SETUP_MAX_LAYERS] = {disk->path, disk->overlay};
-		for (unsigned l = 0; l < disk->layer_count; l++)
-			files[2 + l] = disk->layers[l];
-		for (unsigned f = 0; f < 2 + disk->layer_count; f++) {
-			const char *targets[] = {params->state_path, params->mem_path};
-			for (unsigned t = 0; files[f] && t < 2; t++) {
-				if (!vm_same_file(targets[t], files[f]))
-					continue;
+	for (unsigned t = 0; t < 2; t++) {
+		for (unsigned d = 0; d < vm->setup.disk_count; d++) {
+			int ret = vm_target_is_disk_file(vm, d, params->state_path, targets[t]);
+			if (ret < 0)
+				return ret;
+			if (ret) {
 				log_error(&vm->log,
 					  "snapshot: %s is a file of the VM's disk %s; writing "
 					  "the snapshot there would destroy it",
-					  targets[t], disk->path);
+					  targets[t], vm->setup.disks[d].path);
 				return -EINVAL;
 			}
+		}
+		if (vm->setup.vsock_uds_path &&
+		    vm_same_file(targets[t], vm->setup.vsock_uds_path)) {
+			log_error(&vm->log, "snapshot: %s is the VM's vsock socket", targets[t]);
+			return -EINVAL;
 		}
 	}
 	return 0;
@@ -330,6 +357,11 @@ int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *para
 	if (!params || !params->state_path || !params->state_path[0] || !params->mem_path ||
 	    !params->mem_path[0]) {
 		log_error(&vm->log, "snapshot: a state file and a memory file are required");
+		return -EINVAL;
+	}
+	if (params->type != MOTE_SNAPSHOT_FULL && params->type != MOTE_SNAPSHOT_DIFF) {
+		log_error(&vm->log, "snapshot type %d: not one of enum mote_snapshot_type",
+			  (int)params->type);
 		return -EINVAL;
 	}
 	/* The targets are checked under the lock too: another snapshot's freeze changes the

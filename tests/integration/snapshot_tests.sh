@@ -489,15 +489,17 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 }
 
 # A snapshot that cannot be written (a full file system, a read-only one) or must not be
-# (one path for both files, the VM's own disk image) is an error the user sees, and the
-# VM goes on.
+# (one path for both files, the VM's own disk image, the layer this snapshot freezes for
+# the disk's overlay, the VM's vsock socket) is an error the user sees, and the VM goes on.
 test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	local api=$WORK/s5.api uds=$WORK/s5.sock small=$WORK/s5-small ro=$WORK/s5-ro
 	mkdir -p "$small" "$ro"
 	mount -t tmpfs -o size=1m tmpfs "$small" || fail "cannot mount a small tmpfs"
 	mount -t tmpfs -o ro tmpfs "$ro" || fail "cannot mount a read-only tmpfs"
 	"$MOTE_PATTERN" write "$WORK/s5.disk" 0 1048576 5 >/dev/null || fail "cannot write the disk"
-	snap_vm_start s5 "$api" "$uds" "" --initrd "$MOTE_INITRD" --disk "path=$WORK/s5.disk"
+	rm -f "$WORK/s5.overlay"
+	snap_vm_start s5 "$api" "$uds" "" --initrd "$MOTE_INITRD" \
+		--disk "path=$WORK/s5.disk,overlay=$WORK/s5.overlay"
 	snap_exec "$uds" s5-ready sh -c 'dd if=/dev/urandom of=/tmp/fill bs=1M count=4 2>/dev/null'
 	snap_ctl s5-p pause --api-sock "$api"
 	snap_ctl s5-full snapshot --api-sock "$api" --state "$small/s.state" --mem "$small/s.mem"
@@ -511,6 +513,12 @@ test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	local both_status=$ctl_status
 	snap_ctl s5-disk snapshot --api-sock "$api" --state "$WORK/s5.state" --mem "$WORK/s5.disk"
 	local disk_status=$ctl_status
+	snap_ctl s5-layer snapshot --api-sock "$api" --state "$WORK/s5.state" \
+		--mem "$WORK/s5.state.vda.layer"
+	local layer_status=$ctl_status
+	snap_ctl s5-sock snapshot --api-sock "$api" --state "$WORK/s5.state" --mem "$uds"
+	local sock_status=$ctl_status sock_kept=no
+	[ -S "$uds" ] && sock_kept=yes
 	snap_ctl s5-r resume --api-sock "$api"
 	snap_exec "$uds" s5-after echo still-here
 	local after=$status
@@ -530,6 +538,14 @@ test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 		fail "no word of the disk image: $(cat "$WORK/s5-disk.ctl")"
 	"$MOTE_PATTERN" verify "$WORK/s5.disk" 0 1048576 5 >/dev/null ||
 		fail "the refused snapshot changed the disk image"
+	[ $layer_status -ne 0 ] || fail "a memory file where the disk's new layer goes was taken"
+	grep -q "file of the VM's disk" "$WORK/s5-layer.ctl" ||
+		fail "no word of the layer: $(cat "$WORK/s5-layer.ctl")"
+	[ ! -e "$WORK/s5.state.vda.layer" ] || fail "the refused snapshot froze a layer"
+	[ $sock_status -ne 0 ] || fail "a snapshot over the VM's vsock socket succeeded"
+	grep -q "vsock socket" "$WORK/s5-sock.ctl" ||
+		fail "no word of the socket: $(cat "$WORK/s5-sock.ctl")"
+	[ $sock_kept = yes ] || fail "the refused snapshot replaced the vsock socket"
 	[ $after -eq 0 ] && [ "$(cat "$WORK/s5-after.stdout")" = still-here ] ||
 		fail "the VM did not go on after the failed snapshots"
 }
