@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -52,6 +53,9 @@ void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, voi
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->out_lock, NULL);
 	s->out_fd = out_fd;
+	struct stat st;
+	s->out_may_sigpipe =
+	    out_fd >= 0 && (fstat(out_fd, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 	s->ops = ops;
 	s->opaque = opaque;
 	/* Power-on values: 8 data bits, DTR/RTS/OUT2 as the BIOS would leave them. */
@@ -274,7 +278,7 @@ static int serial_write_pending(struct serial *s, unsigned max, bool may_yield)
 	if (may_yield && s->ops && s->ops->output_should_yield &&
 	    s->ops->output_should_yield(s->opaque))
 		return -EINTR;
-	ssize_t n = write_quiet(fd, chunk, len);
+	ssize_t n = s->out_may_sigpipe ? write_quiet(fd, chunk, len) : write(fd, chunk, len);
 	if (n < 0 && errno == EINTR)
 		return -EINTR;
 	/* A console fd the embedder made non-blocking: wait as a blocking one would. */

@@ -39,6 +39,9 @@ struct serial {
 	 * stops reading then stalls only that vCPU, never the device. */
 	pthread_mutex_t out_lock;
 	int out_fd; /* -1: output discarded */
+	/* out_fd is a pipe or a socket, whose reader may leave: written with SIGPIPE held
+	 * back (write_quiet.h). Files and terminals are written directly. */
+	bool out_may_sigpipe;
 	uint8_t out[SERIAL_OUT_PENDING];
 	unsigned out_len;
 	uint64_t out_dropped;  /* bytes the guest wrote while out[] was full, or past out_limit */
