@@ -54,8 +54,8 @@ void serial_init(struct serial *s, int out_fd, const struct serial_ops *ops, voi
 	pthread_mutex_init(&s->out_lock, NULL);
 	s->out_fd = out_fd;
 	struct stat st;
-	s->out_may_sigpipe =
-	    out_fd >= 0 && (fstat(out_fd, &st) != 0 || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+	s->out_may_sigpipe = out_fd >= 0 && (fstat(out_fd, &st) != 0 || S_ISFIFO(st.st_mode) ||
+					     S_ISSOCK(st.st_mode));
 	s->ops = ops;
 	s->opaque = opaque;
 	/* Power-on values: 8 data bits, DTR/RTS/OUT2 as the BIOS would leave them. */
