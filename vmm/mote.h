@@ -175,7 +175,8 @@ MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **v
 
 /* Starts every vCPU and blocks until the VM ends; fills *exit with why. Returns 0
  * when the VM ended (whatever the reason) or a negative errno when it could not run:
- * -EALREADY when mote_vm_run() was called for this VM before (a VM runs once). */
+ * -EALREADY when mote_vm_run() was called for this VM before (a VM runs once; a call
+ * that failed before the VM started, as a deferred disk commit can, does not count). */
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with
@@ -233,8 +234,8 @@ struct mote_snapshot_params {
  * after which it can be resumed. Errors: -EINVAL not paused, a type that is not one of
  * mote_snapshot_type, a diff without dirty tracking or without an earlier snapshot, or
  * paths that would destroy the VM's own files (its disks' images, overlays and layers,
- * the layer this snapshot freezes, its vsock socket); -ENOSPC, -EACCES, -EROFS, ... from
- * the host. */
+ * the layer this snapshot freezes, its vsock socket, its console file) or anything that
+ * exists and is not a regular file; -ENOSPC, -EACCES, -EROFS, ... from the host. */
 MOTE_API int mote_vm_snapshot(struct mote_vm *vm, const struct mote_snapshot_params *params);
 
 #define MOTE_MAX_MEM_DIFFS 64

@@ -680,12 +680,24 @@ static void vm_exit_report(struct mote_vm *vm, struct mote_exit *exit)
 	exit->memory_touched_bytes = guest_memory_resident_bytes(&vm->mem);
 }
 
+/* mote_vm_run() returns ret before it started anything: the VM may be run again (after
+ * its disks are committed, say). */
+static int vm_run_not_started(struct mote_vm *vm, int ret)
+{
+	vm_wait_end(vm, false);
+	pthread_mutex_lock(&vm->lock);
+	vm->run_entered = false;
+	pthread_mutex_unlock(&vm->lock);
+	return ret;
+}
+
 int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 {
 	int ret = 0;
 
 	/* A VM runs once: a second call, from another thread or after the first returned,
-	 * would start a second set of threads over the first's. */
+	 * would start a second set of threads over the first's. A call that failed before
+	 * it started anything does not count. */
 	pthread_mutex_lock(&vm->lock);
 	bool entered = vm->run_entered;
 	vm->run_entered = true;
@@ -705,17 +717,14 @@ int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 			vm_exit_report(vm, exit);
 			return 0;
 		}
-		if (ret) {
-			vm_wait_end(vm, false);
-			return ret;
-		}
+		if (ret)
+			return vm_run_not_started(vm, ret);
 	}
 	if (vm->console_in_fd >= 0) {
 		int err = vm_thread_start(&vm->console_thread, vm_console_thread, vm);
 		if (err) {
 			log_error(&vm->log, "starting the console thread: %s", strerror(err));
-			vm_wait_end(vm, false);
-			return -err;
+			return vm_run_not_started(vm, -err);
 		}
 		vm->console_thread_started = true;
 	}

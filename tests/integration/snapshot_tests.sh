@@ -490,7 +490,8 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 
 # A snapshot that cannot be written (a full file system, a read-only one) or must not be
 # (one path for both files, the VM's own disk image, the layer this snapshot freezes for
-# the disk's overlay, the VM's vsock socket) is an error the user sees, and the VM goes on.
+# the disk's overlay, the VM's vsock socket, its console file, a FIFO) is an error the
+# user sees, and the VM goes on.
 test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	local api=$WORK/s5.api uds=$WORK/s5.sock small=$WORK/s5-small ro=$WORK/s5-ro
 	mkdir -p "$small" "$ro"
@@ -519,6 +520,13 @@ test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	snap_ctl s5-sock snapshot --api-sock "$api" --state "$WORK/s5.state" --mem "$uds"
 	local sock_status=$ctl_status sock_kept=no
 	[ -S "$uds" ] && sock_kept=yes
+	rm -f "$WORK/s5.fifo"
+	mkfifo "$WORK/s5.fifo"
+	snap_ctl s5-fifo snapshot --api-sock "$api" --state "$WORK/s5.fifo" --mem "$WORK/s5.mem"
+	local fifo_status=$ctl_status
+	# The VM's console is its stdout, the file s5.out.
+	snap_ctl s5-console snapshot --api-sock "$api" --state "$WORK/s5.state" --mem "$WORK/s5.out"
+	local console_status=$ctl_status
 	snap_ctl s5-r resume --api-sock "$api"
 	snap_exec "$uds" s5-after echo still-here
 	local after=$status
@@ -546,6 +554,13 @@ test_a_snapshot_that_cannot_or_must_not_be_written_fails_and_the_vm_goes_on() {
 	grep -q "vsock socket" "$WORK/s5-sock.ctl" ||
 		fail "no word of the socket: $(cat "$WORK/s5-sock.ctl")"
 	[ $sock_kept = yes ] || fail "the refused snapshot replaced the vsock socket"
+	[ $fifo_status -ne 0 ] || fail "a snapshot over a FIFO succeeded"
+	grep -q "not a regular file" "$WORK/s5-fifo.ctl" ||
+		fail "no word of the FIFO: $(cat "$WORK/s5-fifo.ctl")"
+	[ -p "$WORK/s5.fifo" ] || fail "the refused snapshot replaced the FIFO"
+	[ $console_status -ne 0 ] || fail "a snapshot over the VM's console file succeeded"
+	grep -q "console output" "$WORK/s5-console.ctl" ||
+		fail "no word of the console: $(cat "$WORK/s5-console.ctl")"
 	[ $after -eq 0 ] && [ "$(cat "$WORK/s5-after.stdout")" = still-here ] ||
 		fail "the VM did not go on after the failed snapshots"
 }

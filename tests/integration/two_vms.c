@@ -62,7 +62,7 @@ static int run_with_console_reader_gone(const char *kernel, const char *initrd)
 {
 	struct mote_config config;
 	struct mote_vm *vm;
-	struct mote_exit exit;
+	struct mote_exit exit = {0};
 	int fds[2];
 
 	signal(SIGPIPE, SIG_DFL);

@@ -38,21 +38,10 @@ static void errno_survives_the_callback(void **state)
 	assert_string_equal(seen.message, "open disk.img: Permission denied");
 }
 
-static void no_callback_drops_the_message_and_keeps_errno(void **state)
-{
-	struct mote_log log = {NULL, NULL};
-	(void)state;
-	errno = EIO;
-	log_warn(&log, "nobody hears this");
-	log_warn(NULL, "nor this");
-	assert_int_equal(errno, EIO);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(errno_survives_the_callback),
-	    cmocka_unit_test(no_callback_drops_the_message_and_keeps_errno),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
