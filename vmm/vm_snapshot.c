@@ -319,8 +319,31 @@ static int vm_target_is_disk_file(struct mote_vm *vm, unsigned d, const char *st
 	return same;
 }
 
-/* A snapshot's two files must be two, and neither may be a file of the VM's disks nor
- * its vsock socket (the rename would put a file where clients connect). */
+/* A target that exists must be a regular file, and not the file the VM's console goes
+ * to: the rename would put the snapshot in place of a host program's socket (a vsock
+ * listener at "<uds>_<port>"), a FIFO or a device, or the console's output would go on
+ * into a file no name reaches. */
+static int vm_check_target_kind(struct mote_vm *vm, const char *target)
+{
+	struct stat st, console;
+
+	if (stat(target, &st) != 0)
+		return 0;
+	if (!S_ISREG(st.st_mode)) {
+		log_error(&vm->log, "snapshot: %s exists and is not a regular file", target);
+		return -EINVAL;
+	}
+	if (vm->console_out_fd >= 0 && fstat(vm->console_out_fd, &console) == 0 &&
+	    console.st_dev == st.st_dev && console.st_ino == st.st_ino) {
+		log_error(&vm->log, "snapshot: %s is the VM's console output", target);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* A snapshot's two files must be two, and neither may be a file of the VM's disks, its
+ * vsock socket (the rename would put a file where clients connect), its console file or
+ * anything else than a regular file. */
 static int vm_check_snapshot_targets(struct mote_vm *vm, const struct mote_snapshot_params *params)
 {
 	const char *targets[] = {params->state_path, params->mem_path};
@@ -348,6 +371,9 @@ static int vm_check_snapshot_targets(struct mote_vm *vm, const struct mote_snaps
 			log_error(&vm->log, "snapshot: %s is the VM's vsock socket", targets[t]);
 			return -EINVAL;
 		}
+		int ret = vm_check_target_kind(vm, targets[t]);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
