@@ -43,6 +43,8 @@
 #define BLK_DISCARD_ALIGNMENT 8
 /* io_uring_submit() tries per batch when the kernel takes only part of it. */
 #define BLK_SUBMIT_ATTEMPTS 8
+/* How often a wait for completions submits again what a shortage left queued. */
+#define BLK_RESUBMIT_MS 10
 
 struct virtio_blk {
 	struct vdev dev;
@@ -78,6 +80,22 @@ static void blk_submit(struct virtio_blk *blk)
 			return;
 		}
 	}
+}
+
+/* Waits for the next completion while requests are in flight (the event thread, which
+ * reaps them otherwise, is stopped), handing the kernel what is still queued first. SQEs
+ * a transient shortage left unsubmitted never complete by themselves: then the wait is
+ * cut short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever.
+ * 0 with *cqe, -ETIME when it is time to submit again, or another negative errno. */
+static int blk_wait_completion(struct virtio_blk *blk, struct io_uring_cqe **cqe)
+{
+	struct io_uring *ring = &blk->disk.ring;
+
+	blk_submit(blk);
+	if (io_uring_sq_ready(ring) == 0)
+		return io_uring_wait_cqe(ring, cqe);
+	struct __kernel_timespec resubmit = {.tv_nsec = BLK_RESUBMIT_MS * 1000000L};
+	return io_uring_wait_cqe_timeout(ring, cqe, &resubmit);
 }
 
 static void blk_push(struct virtio_blk *blk, const struct blk_request *req)
@@ -249,9 +267,8 @@ static void blk_drain(struct virtio_blk *blk)
 	while (blk->disk.in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		blk_submit(blk);
-		int err = io_uring_wait_cqe(ring, &cqe);
-		if (err == -EINTR || err == -EAGAIN)
+		int err = blk_wait_completion(blk, &cqe);
+		if (err == -EINTR || err == -EAGAIN || err == -ETIME)
 			continue;
 		if (err < 0) {
 			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,
@@ -350,9 +367,8 @@ static void blk_quiesce(struct vdev *dev)
 	while (blk->disk.in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		blk_submit(blk);
-		int err = io_uring_wait_cqe(&blk->disk.ring, &cqe);
-		if (err == -EINTR || err == -EAGAIN)
+		int err = blk_wait_completion(blk, &cqe);
+		if (err == -EINTR || err == -EAGAIN || err == -ETIME)
 			continue;
 		if (err < 0) {
 			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,

@@ -416,7 +416,7 @@ struct timespec vcpu_rekick_deadline(void)
 {
 	struct timespec until;
 
-	clock_gettime(CLOCK_REALTIME, &until);
+	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_nsec += VCPU_REKICK_MS * 1000000L;
 	if (until.tv_nsec >= 1000000000L) {
 		until.tv_sec++;
@@ -431,7 +431,7 @@ void vcpu_join(struct vcpu *vcpu)
 		return;
 	for (;;) {
 		struct timespec until = vcpu_rekick_deadline();
-		if (pthread_timedjoin_np(vcpu->thread, NULL, &until) == 0)
+		if (pthread_clockjoin_np(vcpu->thread, NULL, CLOCK_MONOTONIC, &until) == 0)
 			break;
 		vcpu_kick(vcpu);
 	}

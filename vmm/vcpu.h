@@ -43,7 +43,8 @@ void vcpu_kick(struct vcpu *vcpu);
  * by it. */
 #define VCPU_REKICK_MS 10
 
-/* The CLOCK_REALTIME deadline of one wait between kicks: VCPU_REKICK_MS from now. */
+/* The CLOCK_MONOTONIC deadline of one wait between kicks: VCPU_REKICK_MS from now
+ * (vm->pause_cond waits on that clock). */
 struct timespec vcpu_rekick_deadline(void);
 
 /* Waits for the vCPU's thread to end, kicking it again every VCPU_REKICK_MS. */

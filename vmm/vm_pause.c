@@ -118,9 +118,15 @@ int vm_pause_locked(struct mote_vm *vm)
 	if (!vm->clock_saved)
 		log_warn(&vm->log, "KVM_GET_CLOCK: %s: the guest's clock runs on while paused",
 			 strerror(errno));
+	/* A VM that ended meanwhile (a stop, a guest power-off) is not paused: mote_vm_run()
+	 * finishes its end once this returns. */
 	pthread_mutex_lock(&vm->lock);
-	vm->state = MOTE_VM_PAUSED;
+	bool ended = vm->ended;
+	if (!ended)
+		vm->state = MOTE_VM_PAUSED;
 	pthread_mutex_unlock(&vm->lock);
+	if (ended)
+		return -EINTR;
 	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(clock_now_ns() - start_ns));
 	return 0;
 }
@@ -137,6 +143,12 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
+	/* First what can fail: a resume that fails leaves the VM paused, its clock too. */
+	int ret = event_loop_start(&vm->events);
+	if (ret) {
+		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
+		return ret;
+	}
 	if (vm->clock_saved) {
 		/* flags 0: the value as saved, not advanced by the host's real time passed
 		 * (KVM_CLOCK_REALTIME, api.rst 4.98). */
@@ -149,11 +161,6 @@ int vm_resume_locked(struct mote_vm *vm)
 	 * see a soft lockup (api.rst 4.81). EINVAL: the guest has no kvm-clock yet. */
 	for (unsigned i = 0; i < vm->cpu_count; i++)
 		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
-	int ret = event_loop_start(&vm->events);
-	if (ret) {
-		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
-		return ret;
-	}
 	vm_unpark_all(vm, MOTE_VM_RUNNING);
 	log_debug(&vm->log, "resumed");
 	return 0;
