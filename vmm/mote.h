@@ -159,8 +159,8 @@ struct mote_vm;
 
 /* Reads kernel and initrd, opens and locks the disk images, opens KVM, checks its capabilities,
  * creates guest memory, loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
- *   -EINVAL  a configuration value is out of range (guest memory that would end past
- *            the CPU's physical address width too);
+ *   -EINVAL  config or vm_out NULL, or a configuration value out of range (guest
+ *            memory that would end past the CPU's physical address width too);
  *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
  *            vsock socket's directory stayed locked by another process for 2 s;
@@ -173,9 +173,9 @@ struct mote_vm;
  *   others   a KVM or host resource call failed (the message says which). */
 MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out);
 
-/* Starts every vCPU and blocks until the VM ends; fills *exit with why. Returns 0
- * when the VM ended (whatever the reason) or a negative errno when it could not run:
- * -EALREADY when mote_vm_run() was called for this VM before (a VM runs once; a call
+/* Starts every vCPU and blocks until the VM ends; fills *exit with why (exit may be
+ * NULL). Returns 0 when the VM ended (whatever the reason) or a negative errno when it
+ * could not run: -EALREADY when mote_vm_run() was called for this VM before (a VM runs once; a call
  * that failed before the VM started, as a deferred disk commit can, does not count). */
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 

@@ -545,7 +545,13 @@ struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->ended_cond, NULL);
 	pthread_mutex_init(&vm->pause_lock, NULL);
-	pthread_cond_init(&vm->pause_cond, NULL);
+	/* Timed waits on it (vm_pause.c) count on the monotonic clock: a step of the wall
+	 * clock must not stretch a pause's re-kick interval. */
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&vm->pause_cond, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	bus_init(&vm->pio, "port I/O");
 	bus_init(&vm->mmio, "MMIO");
 	return vm;
@@ -628,6 +634,8 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 
 int mote_vm_create(const struct mote_config *config, struct mote_vm **vm_out)
 {
+	if (!config || !vm_out)
+		return -EINVAL;
 	struct file_image kernel_file = {.fd = -1}, initrd_file = {.fd = -1};
 	struct mote_log log = {config->log, config->log_opaque};
 	struct mote_vm *vm;
@@ -694,6 +702,10 @@ static int vm_run_not_started(struct mote_vm *vm, int ret)
 int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit)
 {
 	int ret = 0;
+	struct mote_exit unwanted;
+
+	if (!exit)
+		exit = &unwanted;
 
 	/* A VM runs once: a second call, from another thread or after the first returned,
 	 * would start a second set of threads over the first's. A call that failed before
@@ -796,11 +808,14 @@ void mote_vm_stop(struct mote_vm *vm)
 
 int mote_vm_send_ctrl_alt_del(struct mote_vm *vm)
 {
+	/* Under the pause lock: a pause (and a snapshot reading the keyboard's state) waits
+	 * until the keys are in, rather than finding them arrive in a paused VM. */
+	pthread_mutex_lock(&vm->pause_lock);
 	vm_wait_started(vm);
-	if (mote_vm_get_state(vm) != MOTE_VM_RUNNING)
-		return -EINVAL;
-	int ret = i8042_send_ctrl_alt_del(&vm->i8042);
-	if (ret)
+	int ret = mote_vm_get_state(vm) == MOTE_VM_RUNNING ? i8042_send_ctrl_alt_del(&vm->i8042)
+							   : -EINVAL;
+	pthread_mutex_unlock(&vm->pause_lock);
+	if (ret == -ENOSPC)
 		log_error(&vm->log, "Ctrl-Alt-Del: the guest has not read the keys sent before");
 	return ret;
 }

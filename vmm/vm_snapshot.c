@@ -609,6 +609,8 @@ static int vm_restore_state(struct mote_vm *vm, const struct mote_restore_config
 
 int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **vm_out)
 {
+	if (!config || !vm_out)
+		return -EINVAL;
 	struct mote_log log = {config->log, config->log_opaque};
 	struct snapshot_memory_identity memory_identity;
 	struct vm_memory_files files = {.mem_fd = -1};
@@ -695,6 +697,8 @@ int mote_vm_restore(const struct mote_restore_config *config, struct mote_vm **v
 
 int mote_vm_commit_disks(struct mote_vm *const *vms, unsigned count)
 {
+	if (!vms && count > 0)
+		return -EINVAL;
 	struct mote_vm **uncommitted = calloc(count ? count : 1, sizeof(*uncommitted));
 	unsigned n = 0;
 
