@@ -11,9 +11,13 @@ How a copy reports that it runs:
         API every millisecond: under emulation, 32 HTTP exchanges a round took enough
         of the two CPUs to slow the restores it timed by seconds.) Once all have
         reported, each copy's API must say "Running" (GET /), untimed.
-  qemu  QMP query-status says "running" (QEMU prints nothing when it starts); a copy
-        restored from a snapshot taken while stopped is paused once loaded, and is
-        continued, as mote's copies run.
+  qemu  QMP query-status says "running" (QEMU prints nothing when it starts, and
+        emits no event when an incoming migration leaves it paused); a copy restored
+        from a snapshot taken while stopped is paused once loaded, and is continued, as
+        mote's copies run. Each copy is asked every QEMU_POLL_S (10 ms): asking every
+        millisecond, as this did before 2026-12-07, cost the copies, whose main loops
+        answer QMP while they load, the CPU that mote's copies were spared. The figure
+        may be late by up to one interval.
 
 usage: launch.py KIND N SOCKET LOG -- CMD ARGS...
   KIND    mote, mote-copies (CMD is started once and forks the N copies itself:
@@ -35,6 +39,7 @@ from qmp import Qmp  # noqa: E402
 
 MOTE_RUNNING_LINE = b"restored VM running"
 TIMEOUT_S = 300
+QEMU_POLL_S = 0.010
 
 
 def mote_api_state(path):
@@ -124,7 +129,7 @@ def main():
         while waiting and time.monotonic() - start < TIMEOUT_S:
             waiting = [c for c in waiting if c[0].poll() is None and not qemu_running(c[1], c[2])]
             if waiting:
-                time.sleep(0.001)
+                time.sleep(QEMU_POLL_S)
     elapsed_ms = (time.monotonic() - start) * 1000
 
     disagree = []

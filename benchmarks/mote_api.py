@@ -1,18 +1,61 @@
 #!/usr/bin/env python3
-"""mote's control API as the snapshot benchmark's launch.py asks it: the VM's state."""
+"""mote's side of the snapshot benchmark, through its control API as any client would
+use it: pause, resume and snapshots, each timed from the request to mote's answer, in
+ms, as qmp.py times QEMU's (the connection is made before the clock starts, as qmp.py
+connects and negotiates first). Also the VM's state, for launch.py.
+
+usage: mote_api.py SOCKET pause | resume
+       mote_api.py SOCKET snapshot full|diff STATE MEM
+"""
 import json
 import socket
+import sys
+import time
+
+
+def request(sock, method, path, body=None):
+    """One HTTP/1.1 request on a connected socket; the answer's status and body."""
+    data = json.dumps(body).encode() if body is not None else b""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
+    sock.sendall(head.encode() + data)
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status = int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else 0
+    return status, body
 
 
 def instance_state(path):
     """GET / on the API socket (Firecracker's InstanceInfo); its "state"."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(path)
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        answer = b""
-        while chunk := sock.recv(4096):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
-    if not head.startswith(b"HTTP/1.1 200"):
-        raise RuntimeError(f"GET /: {head.splitlines()[0] if head else 'no answer'}")
+        status, body = request(sock, "GET", "/")
+    if status != 200:
+        raise RuntimeError(f"GET /: status {status}")
     return json.loads(body)["state"]
+
+
+def main():
+    path, verb = sys.argv[1], sys.argv[2]
+    if verb in ("pause", "resume"):
+        call = ("PATCH", "/vm", {"state": "Paused" if verb == "pause" else "Resumed"})
+    elif verb == "snapshot" and len(sys.argv) == 6:
+        kind, state, mem = sys.argv[3:6]
+        call = ("PUT", "/snapshot/create", {"snapshot_type": kind.capitalize(),
+                                            "snapshot_path": state, "mem_file_path": mem})
+    else:
+        raise SystemExit(__doc__)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(path)
+        start = time.time_ns()
+        status, body = request(sock, *call)
+        elapsed_ms = (time.time_ns() - start) / 1e6
+    if status >= 300:
+        raise SystemExit(f"{verb}: status {status}: {body.decode(errors='replace')}")
+    print(f"{elapsed_ms:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -42,6 +42,7 @@ QEMU_FORK_MAX=${MOTE_BENCH_QEMU_FORK_MAX:-128}
 KERNEL=$MOTE_KERNEL_DIR/vmlinux
 QMP="python3 $(cd "$(dirname "$0")" && pwd)/qmp.py"
 LAUNCH="python3 $(cd "$(dirname "$0")" && pwd)/launch.py"
+MOTE_API="python3 $(cd "$(dirname "$0")" && pwd)/mote_api.py"
 CMDLINE="console=ttyS0 panic=1 quiet"
 
 [ -c /dev/kvm ] || { echo "snapshot benchmark: /dev/kvm missing; use benchmarks/run-snapshot.sh" >&2; exit 1; }
@@ -70,10 +71,14 @@ figures() { sed -n "s/.*$2.* \([0-9][0-9.]*\) ms.*/\1/p" "$1"; }
 
 # stats: "median (min-max)" of the numbers on stdin.
 stats() {
-	local values
+	local values count
 	values=$(sort -n | grep .) || { echo "-"; return; }
-	printf '%s (%.1f–%.1f)\n' "$(echo "$values" | bench_median '%.1f')" \
-		"$(echo "$values" | head -1)" "$(echo "$values" | tail -1)"
+	count=$(echo "$values" | wc -l)
+	# The tables say "of RUNS runs": another count (a run left out, or a figure logged
+	# at every pause) is given with its median.
+	printf '%s (%.1f–%.1f)%s\n' "$(echo "$values" | bench_median '%.1f')" \
+		"$(echo "$values" | head -1)" "$(echo "$values" | tail -1)" \
+		"$([ "$count" -eq "$RUNS" ] || echo " [$count runs]")"
 }
 
 # pss_kib PID / private_kib PID: from /proc/PID/smaps_rollup, 0 for a process gone.
@@ -147,7 +152,6 @@ guest_command() { # FILL_BYTES
 	echo "yes mote | head -c $1 >/tmp/fill && echo filled && while :; do sleep 1; done"
 }
 
-mote_ctl() { "$MOTE_BIN" "$@" >/dev/null 2>>"$work/ctl.err"; }
 mote_agent() { # UDS ARGS... (its stderr into $MOTE_AGENT_ERR, else dropped)
 	local uds=$1
 	shift
@@ -191,22 +195,30 @@ bench_mote() { # SIZE FILL
 	local vm=$!
 	wait_for "$d/console" filled
 	progress "$size mote: pause and snapshots"
+	# Timed as a client sees them, request to answer, as qmp.py times QEMU's: one pause
+	# and one full snapshot a run (QEMU's rows have as many), and one diff after the
+	# guest wrote 1 MiB. mote's own figures (from its log) are kept beside them.
+	: >"$d/pause.ms"
+	: >"$d/full.ms"
+	: >"$d/diff.ms"
 	for _ in $(seq 1 "$RUNS"); do
-		mote_ctl pause --api-sock "$d/api"
-		mote_ctl snapshot --api-sock "$d/api" --state "$d/full.state" --mem "$d/full.mem"
-		mote_ctl resume --api-sock "$d/api"
+		$MOTE_API "$d/api" pause >>"$d/pause.ms"
+		$MOTE_API "$d/api" snapshot full "$d/full.state" "$d/full.mem" >>"$d/full.ms"
+		$MOTE_API "$d/api" resume >/dev/null
 		mote_agent "$d/v0" dd if=/dev/urandom of=/tmp/d bs=64k count=16
-		mote_ctl pause --api-sock "$d/api"
-		mote_ctl snapshot --api-sock "$d/api" --state "$d/diff.state" --mem "$d/diff.mem" --diff
-		mote_ctl resume --api-sock "$d/api"
+		$MOTE_API "$d/api" pause >/dev/null
+		$MOTE_API "$d/api" snapshot diff "$d/diff.state" "$d/diff.mem" >>"$d/diff.ms"
+		$MOTE_API "$d/api" resume >/dev/null
 	done
-	mote_ctl pause --api-sock "$d/api"
-	mote_ctl snapshot --api-sock "$d/api" --state "$d/full.state" --mem "$d/full.mem"
+	$MOTE_API "$d/api" pause >/dev/null
+	$MOTE_API "$d/api" snapshot full "$d/full.state" "$d/full.mem" >/dev/null
 	kill -KILL $vm
 	wait $vm 2>/dev/null || :
-	figures "$d/log" "paused in" | stats >"$d/pause"
-	figures "$d/log" "full snapshot written" | stats >"$d/full"
-	figures "$d/log" "diff snapshot written" | stats >"$d/diff"
+	stats <"$d/pause.ms" >"$d/pause"
+	stats <"$d/full.ms" >"$d/full"
+	stats <"$d/diff.ms" >"$d/diff"
+	figures "$d/log" "paused in" | stats >"$d/pause-own"
+	figures "$d/log" "full snapshot written" | stats >"$d/full-own"
 	echo "$(mib "$(du -k "$d/full.mem" | cut -f1)") MiB" >"$d/full-size"
 	echo "$(mib "$(du -k "$d/diff.mem" | cut -f1)") MiB" >"$d/diff-size"
 
@@ -388,8 +400,10 @@ report() {
 	echo "|---|---|---|---|"
 	for size in $SIZES; do
 		m=$work/mote-$size q=$work/qemu-$size
-		echo "| $size | pause | $(cell "$m/pause") | $(cell "$q/pause") |"
-		echo "| $size | full snapshot | $(cell "$m/full") | $(cell "$q/full") |"
+		echo "| $size | pause, request to answer | $(cell "$m/pause") | $(cell "$q/pause") |"
+		echo "| $size | pause (mote's own figure, every pause) | $(cell "$m/pause-own") | - |"
+		echo "| $size | full snapshot, request to answer | $(cell "$m/full") | $(cell "$q/full") |"
+		echo "| $size | full snapshot (mote's own figure, with the last one) | $(cell "$m/full-own") | - |"
 		echo "| $size | full snapshot file | $(cell "$m/full-size") | $(cell "$q/full-size") |"
 		echo "| $size | diff snapshot (1 MiB written) | $(cell "$m/diff") | - |"
 		echo "| $size | diff snapshot file | $(cell "$m/diff-size") | - |"

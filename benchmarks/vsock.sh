@@ -151,6 +151,9 @@ printf '%-32s %12s %12s\n' "" mote "qemu microvm"
 printf '%-32s %12s %12s\n' "guest to host (Mbit/s)" "$(median out mote)" "$(median out qemu)"
 printf '%-32s %12s %12s\n' "host to guest (Mbit/s)" "$(median in mote)" "$(median in qemu)"
 printf '%-32s %12s %12s\n' "agent exec 'true' (ms)" "$exec_ms" "-"
+runs_used() { awk -v d="$1" -v m="$2" '$1 == d && $2 == m' "$work/results" | wc -l; }
+echo "runs in each median: guest to host mote $(runs_used out mote), qemu $(runs_used out qemu);" \
+	"host to guest mote $(runs_used in mote), qemu $(runs_used in qemu) (of $RUNS)"
 echo "exec round trip: median of $(wc -l <"$work/exec-us") runs of mote exec, process start included"
 for direction in out in; do
 	name="guest to host"
