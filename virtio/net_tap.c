@@ -35,7 +35,7 @@ static int tap_attach(int fd, const char *ifname, const struct mote_log *log)
 		switch (err) {
 		case EINVAL:
 			log_error(log, "%s is not a single-queue TAP interface", ifname);
-			return -EINVAL;
+			return -EMEDIUMTYPE;
 		case EPERM:
 		case EACCES:
 			log_error(log,

@@ -14,7 +14,8 @@
  * IFF_VNET_HDR, nonblocking and close-on-exec, a 12-byte little-endian vnet header, and
  * no offloads until net_tap_set_offloads() (a TAP keeps them from its previous user).
  * Returns the fd, or a negative errno with a message on log naming the interface:
- * -EINVAL (empty or too long a name, or not a single-queue TAP), -ENOENT (no
+ * -EINVAL (empty or too long a name), -EMEDIUMTYPE (an interface that is not a
+ * single-queue TAP), -ENOENT (no
  * /dev/net/tun: is the tun module loaded?), -ENODEV (no such interface), -EPERM or
  * -EACCES (the TAP belongs to another user or group), -EBUSY (another process has it
  * open), others from the host. */

@@ -65,13 +65,12 @@ static int vm_create_nics(struct mote_vm *vm, const struct mote_config *config)
 		if (fd < 0) {
 			/* A TAP that is missing, not ours or not a TAP is a host resource the
 			 * user named, like a disk image (exit code 4): not missing KVM
-			 * (-ENODEV), nor a bad argument, nor (restore) a bad snapshot
-			 * (-EINVAL). */
+			 * (-ENODEV). A name that cannot be one (-EINVAL) is a bad value. */
 			if (fd == -ENODEV)
 				return -ENOENT;
 			if (fd == -EPERM)
 				return -EACCES;
-			return fd == -EINVAL ? -EMEDIUMTYPE : fd;
+			return fd;
 		}
 		vm->nic_fds[vm->nic_fd_count++] = fd;
 		struct virtio_net_options options = {

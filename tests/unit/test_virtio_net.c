@@ -1404,12 +1404,12 @@ static void tap_that_does_not_exist_is_enodev(void **state)
 	assert_non_null(strstr(f->log_text, "mote-no-such0"));
 }
 
-static void interface_that_is_no_tap_is_einval(void **state)
+static void interface_that_is_no_tap_is_emediumtype(void **state)
 {
 	struct fixture *f = *state;
 	int expect = tun_device_error();
 
-	assert_int_equal(net_tap_open("lo", &f->log), expect ? expect : -EINVAL);
+	assert_int_equal(net_tap_open("lo", &f->log), expect ? expect : -EMEDIUMTYPE);
 	if (!expect)
 		assert_non_null(strstr(f->log_text, "lo is not a single-queue TAP"));
 }
@@ -1597,7 +1597,7 @@ int main(void)
 	    TEST(set_offloads_on_a_fd_that_is_no_tap_fails),
 	    TEST(tap_names_empty_or_too_long_are_refused),
 	    TEST(tap_that_does_not_exist_is_enodev),
-	    TEST(interface_that_is_no_tap_is_einval),
+	    TEST(interface_that_is_no_tap_is_emediumtype),
 	    TEST(held_receive_buffers_are_taken_again_after_a_load),
 	    TEST(held_receive_buffers_that_do_not_match_the_queue_are_refused),
 	};
