@@ -175,8 +175,9 @@ MOTE_API int mote_vm_create(const struct mote_config *config, struct mote_vm **v
 
 /* Starts every vCPU and blocks until the VM ends; fills *exit with why (exit may be
  * NULL). Returns 0 when the VM ended (whatever the reason) or a negative errno when it
- * could not run: -EALREADY when mote_vm_run() was called for this VM before (a VM runs once; a call
- * that failed before the VM started, as a deferred disk commit can, does not count). */
+ * could not run: -EALREADY when mote_vm_run() was called for this VM before (a VM runs
+ * once; a call that failed before the VM started, as a deferred disk commit can, does
+ * not count). */
 MOTE_API int mote_vm_run(struct mote_vm *vm, struct mote_exit *exit);
 
 /* Asks a running VM to stop from any thread; mote_vm_run() then returns with

@@ -61,8 +61,8 @@ int vm_setup_add_layer(struct vm_setup *setup, unsigned i, const char *layer_pat
  * as its only one (the others are dropped). Room must be left unless replace. */
 void vm_setup_put_layer(struct vm_setup *setup, unsigned i, char *layer_path, bool replace);
 
-/* The index of the disk named by its id or, where no disk has that id, as the guest knows it
- * ("vda"), or -1. */
+/* The index of the disk named by its id or, where no disk has that id, as the guest
+ * knows it ("vda"), or -1. */
 int vm_setup_find_disk(const struct vm_setup *setup, const char *name);
 /* The index of the NIC named by its id, else its TAP, else as the guest knows it
  * ("eth0"), or -1. */

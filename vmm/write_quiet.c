@@ -15,8 +15,8 @@ ssize_t write_quiet(int fd, const void *buf, size_t len)
 	sigemptyset(&pipe_signal);
 	sigaddset(&pipe_signal, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
-	/* A SIGPIPE already pending (another thread's, or one the process got) is not ours
-	 * to take. */
+	/* A SIGPIPE already pending (for the process, or for this thread before this call)
+	 * is not ours to take. */
 	bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
 
 	ssize_t n = write(fd, buf, len);
