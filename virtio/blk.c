@@ -444,31 +444,30 @@ static int blk_host_error(const struct virtio_blk *blk, const char *path, const 
 	return -err;
 }
 
-static int blk_not_a_disk(const struct virtio_blk *blk, const char *path)
+/* err: -EISDIR for a directory, -EMEDIUMTYPE for another kind of file. */
+static int blk_not_a_disk(const struct virtio_blk *blk, const char *path, int err)
 {
 	log_error(&blk->log, "disk %s: not a regular file or block device", path);
-	return -EISDIR;
+	return err;
 }
 
 /* Opens and locks the image and sizes the disk. */
 static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_options *options)
 {
 	const char *path = options->path;
-	/* O_NONBLOCK only for open(): a FIFO must not hang it. Dropped below. */
-	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK;
 	struct stat st;
 	uint64_t size;
 
-	blk->disk.fd = open(path, flags);
-	if (blk->disk.fd < 0)
-		return errno == EISDIR ? blk_not_a_disk(blk, path)
-				       : blk_host_error(blk, path, "cannot open");
+	blk->disk.fd =
+	    file_open_kind(path, options->read_only ? O_RDONLY : O_RDWR, FILE_REGULAR_OR_BLOCK);
+	if (blk->disk.fd == -EISDIR || blk->disk.fd == -EMEDIUMTYPE)
+		return blk_not_a_disk(blk, path, blk->disk.fd);
+	if (blk->disk.fd < 0) {
+		errno = -blk->disk.fd;
+		return blk_host_error(blk, path, "cannot open");
+	}
 	if (fstat(blk->disk.fd, &st) != 0)
 		return blk_host_error(blk, path, "fstat");
-	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-		return blk_not_a_disk(blk, path);
-	if (file_drop_nonblock(blk->disk.fd))
-		return blk_host_error(blk, path, "fcntl");
 	if (S_ISREG(st.st_mode))
 		size = (uint64_t)st.st_size;
 	else if (ioctl(blk->disk.fd, BLKGETSIZE64, &size) != 0)

@@ -54,30 +54,30 @@ static int overlay_lock(const struct blk_overlay *ov, int fd, const char *path, 
 	return -EBUSY;
 }
 
-/* O_NONBLOCK is only for open(), so that a FIFO cannot hang it (file_drop_nonblock). */
-static int overlay_drop_nonblock(const struct blk_overlay *ov, int fd, const char *path)
+/* Opens path as a file of the kind wanted (file_open_kind): the fd, or a negative errno
+ * reported as what failed. */
+static int overlay_open_kind(const struct blk_overlay *ov, const char *path, int flags,
+			     enum file_kind kind, const char *what)
 {
-	if (file_drop_nonblock(fd))
-		return overlay_host_error(ov, path, "fcntl");
-	return 0;
+	int fd = file_open_kind(path, flags, kind);
+
+	if (fd == -EISDIR || fd == -EMEDIUMTYPE)
+		log_error(&ov->log, "disk %s: %s must be a regular file%s", path, what,
+			  kind == FILE_REGULAR_OR_BLOCK ? " or block device" : "");
+	else if (fd < 0)
+		log_error(&ov->log, "disk %s: cannot open %s: %s", path, what, strerror(-fd));
+	return fd;
 }
 
 static int overlay_open_base(struct blk_overlay *ov, struct stat *st)
 {
 	const char *path = ov->base_path;
 
-	ov->base_fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	ov->base_fd = overlay_open_kind(ov, path, O_RDONLY, FILE_REGULAR_OR_BLOCK, "the image");
 	if (ov->base_fd < 0)
-		return overlay_host_error(ov, path, "cannot open");
+		return ov->base_fd;
 	if (fstat(ov->base_fd, st) != 0)
 		return overlay_host_error(ov, path, "fstat");
-	if (!S_ISREG(st->st_mode) && !S_ISBLK(st->st_mode)) {
-		log_error(&ov->log, "disk %s: not a regular file or block device", path);
-		return -EISDIR;
-	}
-	int err = overlay_drop_nonblock(ov, ov->base_fd, path);
-	if (err)
-		return err;
 	if (S_ISREG(st->st_mode))
 		ov->size = (uint64_t)st->st_size;
 	else if (ioctl(ov->base_fd, BLKGETSIZE64, &ov->size) != 0)
@@ -93,19 +93,28 @@ static bool same_file(const struct stat *a, const struct stat *b)
 }
 
 /* Opens path, creating it when missing; *created says whether this call made the name
- * (not so through a dangling link, whose target it creates). */
+ * (not so through a dangling link, whose target it creates). The fd, or a negative
+ * errno. */
 static int overlay_open_or_create(const char *path, bool *created)
 {
+	/* O_NONBLOCK: a FIFO swapped in after the look must not hang open() either. */
 	const int flags = O_RDWR | O_CLOEXEC | O_NONBLOCK;
-	int fd = open(path, flags);
+	int fd = file_open_kind(path, O_RDWR, FILE_REGULAR);
 
 	*created = false;
-	if (fd >= 0 || errno != ENOENT)
+	if (fd != -ENOENT)
 		return fd;
 	fd = open(path, flags | O_CREAT | O_EXCL, 0644);
 	*created = fd >= 0;
 	if (fd < 0 && errno == EEXIST)
 		fd = open(path, flags | O_CREAT, 0644);
+	if (fd < 0)
+		return -errno;
+	int err = file_drop_nonblock(fd);
+	if (err) {
+		close(fd);
+		return err;
+	}
 	return fd;
 }
 
@@ -119,10 +128,16 @@ static int overlay_open_file(struct blk_overlay *ov, const struct stat *base, st
 
 	for (int attempt = 0;; attempt++) {
 		ov->fd = overlay_open_or_create(path, &ov->created);
-		if (ov->fd < 0 && errno == ENOENT && attempt < 3)
+		if (ov->fd == -ENOENT && attempt < 3)
 			continue; /* removed between the two opens */
-		if (ov->fd < 0)
+		if (ov->fd == -EISDIR || ov->fd == -EMEDIUMTYPE) {
+			log_error(&ov->log, "disk %s: an overlay must be a regular file", path);
+			return ov->fd;
+		}
+		if (ov->fd < 0) {
+			errno = -ov->fd;
 			return overlay_host_error(ov, path, "cannot open or create the overlay");
+		}
 		if (fstat(ov->fd, st) != 0)
 			return overlay_host_error(ov, path, "fstat");
 		if (!S_ISREG(st->st_mode)) {
@@ -134,11 +149,9 @@ static int overlay_open_file(struct blk_overlay *ov, const struct stat *base, st
 				  path);
 			return -EINVAL;
 		}
-		int err = overlay_drop_nonblock(ov, ov->fd, path);
-		if (!err)
-			err = overlay_lock(
-			    ov, ov->fd, path, LOCK_EX,
-			    "a running VM's overlay? each VM needs an overlay of its own");
+		int err =
+		    overlay_lock(ov, ov->fd, path, LOCK_EX,
+				 "a running VM's overlay? each VM needs an overlay of its own");
 		if (err)
 			return err;
 		struct stat named;
@@ -268,17 +281,13 @@ static int overlay_open_layer(struct blk_overlay *ov, const char *path, const st
 			      int *fd_out)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = overlay_open_kind(ov, path, O_RDONLY, FILE_REGULAR, "a layer");
 
 	*fd_out = fd;
 	if (fd < 0)
-		return overlay_host_error(ov, path, "cannot open the layer");
+		return fd;
 	if (fstat(fd, &st) != 0)
 		return overlay_host_error(ov, path, "fstat");
-	if (!S_ISREG(st.st_mode)) {
-		log_error(&ov->log, "disk %s: a layer must be a regular file", path);
-		return -EISDIR;
-	}
 	if (same_file(&st, own)) {
 		log_error(&ov->log, "disk %s: the overlay %s is also one of the disk's layers",
 			  path, ov->path);
@@ -292,7 +301,7 @@ static int overlay_open_layer(struct blk_overlay *ov, const char *path, const st
 			  (unsigned long long)overlay_bytes(ov));
 		return -EINVAL;
 	}
-	return overlay_drop_nonblock(ov, fd, path);
+	return 0;
 }
 
 /* Restore: the overlay starts over as the layers, whatever it held. */

@@ -2,21 +2,53 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int file_open_read(const char *path)
+static int file_kind_error(mode_t mode, enum file_kind kind)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (S_ISREG(mode) || (kind == FILE_REGULAR_OR_BLOCK && S_ISBLK(mode)))
+		return 0;
+	return S_ISDIR(mode) ? -EISDIR : -EMEDIUMTYPE;
+}
 
+const char *file_open_error(int err)
+{
+	if (err == -EMEDIUMTYPE)
+		return "not a regular file (a FIFO, socket or device)";
+	return strerror(-err);
+}
+
+int file_open_kind(const char *path, int flags, enum file_kind kind)
+{
+	struct stat st;
+
+	/* Look before opening: open() itself acts on some devices (a watchdog arms, a tape
+	 * rewinds), so what is not of the kind wanted is never opened at all. */
+	if (stat(path, &st) < 0)
+		return -errno;
+	int err = file_kind_error(st.st_mode, kind);
+	if (err)
+		return err;
+	/* O_NONBLOCK: should the path be swapped for a FIFO after the look, open() still
+	 * cannot wait; the fstat() below refuses what was swapped in. */
+	int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return -errno;
-	int err = file_drop_nonblock(fd);
+	err = fstat(fd, &st) < 0 ? -errno : file_kind_error(st.st_mode, kind);
+	if (!err)
+		err = file_drop_nonblock(fd);
 	if (err) {
 		close(fd);
 		return err;
 	}
 	return fd;
+}
+
+int file_open_read(const char *path)
+{
+	return file_open_kind(path, O_RDONLY, FILE_REGULAR);
 }
 
 int file_drop_nonblock(int fd)
@@ -42,8 +74,6 @@ int file_image_open(const char *path, struct file_image *image)
 	}
 	if (fstat(image->fd, &st) < 0)
 		ret = -errno;
-	else if (!S_ISREG(st.st_mode))
-		ret = -EISDIR;
 	else if (st.st_size == 0)
 		ret = -ENOEXEC;
 	else if ((uint64_t)st.st_size > FILE_IMAGE_MAX)

@@ -1,4 +1,5 @@
-/* Kernel and initrd files: opened and checked early (so a bad path fails before KVM is
+/* Files a user names, opened only once they are seen to be of the kind wanted; and
+ * kernel and initrd files: opened and checked early (so a bad path fails before KVM is
  * touched), then read straight into guest memory (the kernel by the loader, segment by
  * segment; the initrd whole). Neither is ever held in the monitor's own memory: the
  * file's pages would count against mote's RSS. */
@@ -15,19 +16,34 @@ struct file_image {
 	size_t size;
 };
 
-/* Opens path to read, close-on-exec, the way every file named by a user or a state file
- * is opened: without waiting, so that a FIFO with no writer (or a device that blocks in
- * open) cannot hang the caller before it checks what the file is. The fd (blocking
- * again for reads), or a negative errno. */
+/* What a file named by a user or a state file may be. */
+enum file_kind {
+	FILE_REGULAR,
+	FILE_REGULAR_OR_BLOCK, /* a disk image */
+};
+
+/* Opens path with flags (close-on-exec added) when it is a file of the kind wanted, the
+ * way every file named by a user or a state file is opened. Anything else is refused
+ * before it is opened (opening a FIFO with no writer waits; opening some devices acts
+ * on them): -EISDIR for a directory, -EMEDIUMTYPE for a FIFO, socket or other device.
+ * The fd (blocking for reads and writes), or a negative errno (-ENOENT, -EACCES, ... as
+ * stat() or open() say). */
+int file_open_kind(const char *path, int flags, enum file_kind kind);
+
+/* file_open_kind(path, O_RDONLY, FILE_REGULAR): kernels, initrds, state and memory
+ * files. */
 int file_open_read(const char *path);
+
+/* Words for an error of the functions here, for a log line. */
+const char *file_open_error(int err);
 
 /* Clears O_NONBLOCK on fd, which was opened with it only so that open() could not wait:
  * a regular file ignores it, but io_uring would answer -EAGAIN rather than wait. 0, or
  * a negative errno (errno set too). */
 int file_drop_nonblock(int fd);
 
-/* Opens path. -ENOENT/-EACCES as open() says, -EISDIR for a non-regular file,
- * -ENOEXEC for an empty one, -EFBIG beyond FILE_IMAGE_MAX. */
+/* Opens path as file_open_read() does (its errors); then -ENOEXEC for an empty file,
+ * -EFBIG beyond FILE_IMAGE_MAX. */
 int file_image_open(const char *path, struct file_image *image);
 
 /* Reads len bytes at offset into dst, whatever the number of pread() calls it takes:

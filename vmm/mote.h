@@ -161,7 +161,8 @@ struct mote_vm;
  * creates guest memory, loads the kernel and builds devices and vCPUs. Nothing runs yet. Errors:
  *   -EINVAL  config or vm_out NULL, or a configuration value out of range (guest
  *            memory that would end past the CPU's physical address width too);
- *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable;
+ *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable
+ *            (-EMEDIUMTYPE too: a kernel or initrd that is a FIFO, socket or device);
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
  *            vsock socket's directory stayed locked by another process for 2 s;
  *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another

@@ -281,7 +281,7 @@ int snapshot_memory_open(const char *path, bool diff, const struct mote_log *log
 
 	if (fd < 0)
 		log_error(log, "%smemory file %s: %s", diff ? "diff " : "", path ? path : "(none)",
-			  strerror(-fd));
+			  file_open_error(fd));
 	return fd;
 }
 

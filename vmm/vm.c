@@ -242,7 +242,7 @@ static int vm_open_file(const char *what, const char *path, struct file_image *i
 	else if (ret == -ENOEXEC)
 		log_error(log, "%s %s: file is empty", what, path);
 	else if (ret < 0)
-		log_error(log, "%s %s: %s", what, path, strerror(-ret));
+		log_error(log, "%s %s: %s", what, path, file_open_error(ret));
 	return ret;
 }
 

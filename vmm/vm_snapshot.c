@@ -419,7 +419,7 @@ static int vm_read_state_file(const char *path, uint8_t **data, size_t *len,
 
 	*data = NULL;
 	if (fd < 0) {
-		log_error(log, "state file %s: %s", path, strerror(-fd));
+		log_error(log, "state file %s: %s", path, file_open_error(fd));
 		return fd;
 	}
 	int ret = 0;

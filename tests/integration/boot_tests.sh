@@ -110,10 +110,14 @@ test_a_fifo_as_kernel_or_initrd_is_a_clear_error() {
 	mkfifo "$WORK/t10-fifo"
 	mote_run t10-kernel run --kernel "$WORK/t10-fifo"
 	expect_status 4
-	expect_in "$err" "t10-fifo"
+	expect_in "$err" "t10-fifo: not a regular file"
 	mote_run t10-initrd run --kernel "$VMLINUX" --initrd "$WORK/t10-fifo"
 	expect_status 4
-	expect_in "$err" "t10-fifo"
+	expect_in "$err" "t10-fifo: not a regular file"
+	# A device is refused before it is opened (opening some acts on them).
+	mote_run t10-device run --kernel "$VMLINUX" --initrd /dev/null
+	expect_status 4
+	expect_in "$err" "/dev/null: not a regular file"
 }
 
 test_garbage_and_truncated_kernels_are_clear_errors() {

@@ -481,11 +481,11 @@ test_damaged_snapshot_files_are_refused_with_a_clear_error() {
 	rm -f "$uds"
 	mote_run s4-fifo-state restore --snapshot "$WORK/s4-fifo" --mem "$WORK/s4.mem"
 	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a FIFO as state file: exit status $status"
-	expect_in "$err" "s4-fifo"
+	expect_in "$err" "s4-fifo: not a regular file"
 	rm -f "$uds"
 	mote_run s4-fifo-mem restore --snapshot "$WORK/s4.state" --mem "$WORK/s4-fifo"
 	[ "$status" -ne 0 ] && [ "$status" -lt 128 ] || fail "a FIFO as memory file: exit status $status"
-	expect_in "$err" "s4-fifo"
+	expect_in "$err" "s4-fifo: not a regular file"
 }
 
 # A snapshot that cannot be written (a full file system, a read-only one) or must not be

@@ -1,6 +1,10 @@
 /* Files named by a user or a state file are opened without waiting (file_image.h): a
  * FIFO that no one writes is refused at once instead of hanging the caller in open(). */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -9,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -35,15 +40,79 @@ static void a_fifo_is_refused_at_once(void **state)
 	assert_int_equal(mkfifo(path, 0600), 0);
 	signal(SIGALRM, fail_on_alarm);
 	alarm(HANG_LIMIT_S);
-	assert_int_equal(file_image_open(path, &image), -EISDIR);
-	int fd = file_open_read(path);
+	assert_int_equal(file_image_open(path, &image), -EMEDIUMTYPE);
+	assert_int_equal(image.fd, -1);
+	assert_int_equal(file_open_read(path), -EMEDIUMTYPE);
 	alarm(0);
-	/* It opens, without a writer; what it is, the caller checks with fstat(). */
-	assert_true(fd >= 0);
-	struct stat st;
-	assert_int_equal(fstat(fd, &st), 0);
-	assert_true(S_ISFIFO(st.st_mode));
-	close(fd);
+	assert_string_equal(file_open_error(-EMEDIUMTYPE),
+			    "not a regular file (a FIFO, socket or device)");
+	assert_int_equal(file_open_read(dir), -EISDIR);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Opening a device can act on it (a watchdog arms, a tape rewinds), so what is not a
+ * regular file must be refused without ever being opened. A FIFO shows whether it was:
+ * a writer blocked in open() wakes up the moment any reader opens it (fifo(7)). */
+struct fifo_writer {
+	const char *path;
+	pid_t tid;
+	atomic_bool opened;
+	int fd;
+};
+
+static void *fifo_writer_open(void *arg)
+{
+	struct fifo_writer *writer = arg;
+
+	writer->tid = (pid_t)syscall(SYS_gettid);
+	writer->fd = open(writer->path, O_WRONLY);
+	atomic_store(&writer->opened, true);
+	return NULL;
+}
+
+/* True once the thread sits in openat(2): /proc/self/task/TID/syscall starts with the
+ * number of the system call it is blocked in. */
+static bool thread_in_openat(pid_t tid)
+{
+	char path[64], line[64] = "";
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	bool in = fgets(line, sizeof(line), f) && atoi(line) == SYS_openat;
+	fclose(f);
+	return in;
+}
+
+static void a_fifo_is_never_opened(void **state)
+{
+	char dir[] = "/tmp/mote-file-XXXXXX", path[64];
+	struct fifo_writer writer = {.path = path, .fd = -1};
+	pthread_t thread;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(pthread_create(&thread, NULL, fifo_writer_open, &writer), 0);
+	for (int i = 0; i < 5000 && !(writer.tid && thread_in_openat(writer.tid)); i++)
+		usleep(1000);
+	assert_true(thread_in_openat(writer.tid));
+
+	assert_int_equal(file_open_read(path), -EMEDIUMTYPE);
+	usleep(200 * 1000);
+	assert_false(atomic_load(&writer.opened));
+
+	/* Our own reader releases the writer. */
+	int r = open(path, O_RDONLY | O_NONBLOCK);
+	assert_true(r >= 0);
+	pthread_join(thread, NULL);
+	assert_true(writer.fd >= 0);
+	close(writer.fd);
+	close(r);
+	assert_int_equal(file_open_read("/dev/null"), -EMEDIUMTYPE);
 	unlink(path);
 	rmdir(dir);
 }
@@ -72,6 +141,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(a_fifo_is_refused_at_once),
+	    cmocka_unit_test(a_fifo_is_never_opened),
 	    cmocka_unit_test(a_regular_file_opens_for_blocking_reads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
-/* virtio-blk's image file: what opening a disk refuses (a missing file, a directory, an
- * image another open locked, a second writable disk on one image, an id too long), what
- * it allows (read-only disks sharing an image, two disks side by side), and an image
- * that is not a whole number of sectors. The test driver is blk_driver.h. */
+/* virtio-blk's image file: what opening a disk refuses (a missing file, a directory, a
+ * FIFO or device, an image another open locked, a second writable disk on one image, an
+ * id too long), what it allows (read-only disks sharing an image, two disks side by
+ * side), and an image that is not a whole number of sectors. The test driver is
+ * blk_driver.h. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,6 +47,25 @@ static void directory_is_eisdir(void **state)
 	assert_int_equal(open_disk(f, "/tmp", true, NO_ID, &blk), -EISDIR);
 	assert_null(blk);
 	assert_non_null(strstr(f->log_text, "/tmp"));
+}
+
+/* A FIFO or a character device is refused before it is opened (file_open_kind): a
+ * FIFO with no writer would hang open(), and opening some devices acts on them. */
+static void fifo_or_char_device_is_not_a_disk(void **state)
+{
+	struct fixture *f = *state;
+	struct virtio_blk *blk = NULL;
+	char fifo[] = "/tmp/mote-blk-fifo-XXXXXX";
+
+	assert_non_null(mkdtemp(fifo));
+	assert_int_equal(rmdir(fifo), 0);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(open_disk(f, fifo, false, NO_ID, &blk), -EMEDIUMTYPE);
+	assert_non_null(strstr(f->log_text, "not a regular file or block device"));
+	assert_int_equal(open_disk(f, "/dev/null", true, NO_ID, &blk), -EMEDIUMTYPE);
+	assert_non_null(strstr(f->log_text, "/dev/null"));
+	assert_null(blk);
+	unlink(fifo);
 }
 
 static void image_locked_by_another_open_is_ebusy(void **state)
@@ -133,6 +154,7 @@ int main(void)
 	    TEST(id_longer_than_20_bytes_is_refused),
 	    TEST(missing_file_is_enoent),
 	    TEST(directory_is_eisdir),
+	    TEST(fifo_or_char_device_is_not_a_disk),
 	    TEST(image_locked_by_another_open_is_ebusy),
 	    TEST(second_writable_disk_on_one_image_is_ebusy),
 	    TEST(read_only_disks_share_an_image),

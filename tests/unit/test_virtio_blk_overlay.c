@@ -973,6 +973,23 @@ static void an_overlay_that_is_the_image_is_refused(void **state)
 	assert_int_equal(file_checksum(w->f->path), w->image_sum);
 }
 
+/* An overlay or a layer that is a FIFO or a device is refused before it is opened
+ * (file_open_kind): a FIFO with no writer would hang open(). */
+static void an_overlay_or_layer_that_is_a_fifo_is_refused(void **state)
+{
+	struct world *w = *state;
+	const char *fifo = in_dir(w, "fifo");
+	const char *layers[] = {fifo};
+
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(try_attach_overlay(w, fifo, false, NULL, 0), -EMEDIUMTYPE);
+	assert_non_null(strstr(w->f->log_text, "an overlay must be a regular file"));
+	assert_int_equal(try_attach_overlay(w, in_dir(w, "new"), true, layers, 1), -EMEDIUMTYPE);
+	assert_non_null(strstr(w->f->log_text, "a layer must be a regular file"));
+	assert_int_equal(try_attach_overlay(w, "/dev/null", false, NULL, 0), -EMEDIUMTYPE);
+	unlink(fifo);
+}
+
 static void an_overlay_on_a_read_only_disk_is_refused(void **state)
 {
 	struct world *w = *state;
@@ -1125,6 +1142,7 @@ int main(void)
 	    TEST(an_image_of_odd_size_keeps_its_size_and_restores),
 	    TEST(a_direct_disk_with_an_overlay_reads_and_writes),
 	    TEST(an_overlay_that_is_the_image_is_refused),
+	    TEST(an_overlay_or_layer_that_is_a_fifo_is_refused),
 	    TEST(an_overlay_on_a_read_only_disk_is_refused),
 	    TEST(an_overlay_in_use_is_busy_even_for_a_restore),
 	    TEST(a_restore_leaves_a_file_that_is_no_overlay_alone),
