@@ -138,6 +138,7 @@ int cli_exit_code_for_create_error(int err)
 	case -E2BIG:
 	case -EBUSY:
 	case -EADDRINUSE:
+	case -ESTALE: /* a stale socket in a directory that cannot be locked */
 	case -ENAMETOOLONG:
 	case -EEXIST:
 	case -EMEDIUMTYPE: /* a TAP name that is another kind of interface */

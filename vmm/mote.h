@@ -166,7 +166,8 @@ struct mote_vm;
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
  *            vsock socket's directory stayed locked by another process for 2 s;
  *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another
- *            process, is not a socket, or does not fit a sockaddr_un;
+ *            process, is not a socket, or does not fit a sockaddr_un; -ESTALE a
+ *            stale socket there in a directory that cannot be locked to replace it;
  *   -E2BIG   the command line is too long for the kernel;
  *   -EMEDIUMTYPE  a TAP name that is an interface of another kind (or a multi-queue
  *            TAP); -ENOENT a TAP that does not exist;

@@ -46,7 +46,7 @@ static bool socket_is_served(const struct sockaddr_un *address)
  * and both would succeed, the first listening where no client can reach it. Returns
  * the locked directory's fd (closing it unlocks), -1 when the directory cannot be
  * opened for reading or does not take flocks (NFS may refuse one on a read-only fd):
- * then the claim goes unlocked, as before, and the race is back; or -EBUSY. */
+ * then the claim goes unlocked and may not replace a stale socket; or -EBUSY. */
 static int lock_directory_of(const char *path)
 {
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -80,9 +80,9 @@ static int lock_directory_of(const char *path)
 	return -EBUSY;
 }
 
-/* Binds and listens at address once the directory is locked (lock_directory_of). */
+/* Binds and listens at address, the directory locked (lock_directory_of) or not. */
 static int claim_path(const char *path, const struct sockaddr_un *address, int flags, int backlog,
-		      struct unix_listener_id *id)
+		      bool directory_locked, struct unix_listener_id *id)
 {
 	struct stat st;
 
@@ -91,6 +91,10 @@ static int claim_path(const char *path, const struct sockaddr_un *address, int f
 			return -EEXIST;
 		if (socket_is_served(address))
 			return -EADDRINUSE;
+		/* Stale, or another process's, bound and not listening yet: only the lock
+		 * tells the two apart, so without it the socket is left where it is. */
+		if (!directory_locked)
+			return -ESTALE;
 		unlink(path); /* stale: the process that bound it is gone */
 	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
@@ -117,7 +121,7 @@ int unix_listener_open(const char *path, int flags, int backlog, struct unix_lis
 	int lock_fd = lock_directory_of(path);
 	if (lock_fd == -EBUSY)
 		return -EBUSY;
-	int fd = claim_path(path, &address, flags, backlog, id);
+	int fd = claim_path(path, &address, flags, backlog, lock_fd >= 0, id);
 	if (lock_fd >= 0)
 		close(lock_fd);
 	return fd;
@@ -134,6 +138,9 @@ const char *unix_listener_strerror(int err)
 		return "another process serves it";
 	case -EBUSY:
 		return "another process holds its directory locked";
+	case -ESTALE:
+		return "a socket no process serves is there, and its directory cannot be locked "
+		       "(no read permission, or no flock) to replace it safely: remove it";
 	default:
 		return strerror(-err);
 	}

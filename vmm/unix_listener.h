@@ -16,11 +16,13 @@ struct unix_listener_id {
 /* Binds path and listens with backlog; flags adds SOCK_NONBLOCK to a close-on-exec
  * stream socket. A socket at path that no process accepts on is stale and replaced.
  * Processes opening paths in one directory at once take turns (an flock on the
- * directory), so of several opening the same path exactly one wins; where the
+ * directory), so of several opening the same path exactly one wins. Where the
  * directory cannot be read or locked (no read permission, a file system without
- * flock) they do not, as before. The listening fd and *id, or -ENAMETOOLONG (too long
- * for sockaddr_un), -EEXIST (path is not a socket), -EADDRINUSE (a process serves it),
- * -EBUSY (a process kept the directory locked for 2 s), another negative errno. */
+ * flock), a stale socket cannot be told from one another process has bound and is
+ * about to listen on, so it is not replaced: -ESTALE. The listening fd and *id, or
+ * -ENAMETOOLONG (too long for sockaddr_un), -EEXIST (path is not a socket),
+ * -EADDRINUSE (a process serves it), -EBUSY (a process kept the directory locked for
+ * 2 s), -ESTALE, another negative errno. */
 int unix_listener_open(const char *path, int flags, int backlog, struct unix_listener_id *id);
 
 /* What an error of unix_listener_open means, for a message about the path. */

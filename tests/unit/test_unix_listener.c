@@ -136,6 +136,47 @@ static void a_listener_with_a_full_backlog_is_refused_without_waiting(void **sta
 	close(fd);
 }
 
+/* In a directory that cannot be read, and so not locked, a stale socket cannot be told
+ * from one another process bound a moment ago and is about to listen on: it is left
+ * alone, and the error says to remove it. Root reads any directory, so the check runs
+ * in a child that drops to nobody. */
+static void a_stale_socket_in_a_directory_that_cannot_be_locked_is_left_alone(void **state)
+{
+	struct fixture *f = *state;
+	const uid_t nobody = 65534;
+
+	if (getuid() == 0)
+		assert_int_equal(chown(f->dir, nobody, nobody), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct unix_listener_id id;
+		struct stat st;
+		if (getuid() == 0 && (setgid(nobody) != 0 || setuid(nobody) != 0))
+			_exit(10);
+		leave_stale_socket(f->path);
+		if (chmod(f->dir, 0300) != 0) /* write and search, no read */
+			_exit(11);
+		int ret = unix_listener_open(f->path, 0, 4, &id);
+		if (ret != -ESTALE)
+			_exit(12);
+		if (lstat(f->path, &st) != 0 || !S_ISSOCK(st.st_mode))
+			_exit(13);
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_int_equal(chmod(f->dir, 0700), 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_non_null(strstr(unix_listener_strerror(-ESTALE), "remove it"));
+	/* Once the directory can be locked again, the stale socket is replaced. */
+	struct unix_listener_id id;
+	int fd = unix_listener_open(f->path, 0, 4, &id);
+	assert_true(fd >= 0);
+	close(fd);
+}
+
 static void only_the_socket_bound_is_removed(void **state)
 {
 	struct fixture *f = *state;
@@ -268,6 +309,7 @@ int main(void)
 	    TEST(a_file_that_is_not_a_socket_is_refused_and_kept),
 	    TEST(a_socket_another_listener_serves_is_refused_and_kept_serving),
 	    TEST(a_listener_with_a_full_backlog_is_refused_without_waiting),
+	    TEST(a_stale_socket_in_a_directory_that_cannot_be_locked_is_left_alone),
 	    TEST(only_the_socket_bound_is_removed),
 	    TEST(a_path_too_long_or_empty_is_refused),
 	    TEST(processes_racing_for_one_path_have_exactly_one_winner),
