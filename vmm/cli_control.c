@@ -62,9 +62,13 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 			opts->help = true;
 			continue;
 		case OPT_STATE:
+			if (cli_file_option_once(opts->state_path, name, "state", error, error_len))
+				return -EINVAL;
 			opts->state_path = optarg;
 			break;
 		case OPT_MEM:
+			if (cli_file_option_once(opts->mem_path, name, "mem", error, error_len))
+				return -EINVAL;
 			opts->mem_path = optarg;
 			break;
 		case OPT_DIFF:

@@ -40,12 +40,18 @@ int cli_merge_parse(struct cli_merge_options *opts, int argc, char **argv, char 
 	while ((option = getopt_long(argc, argv, "", merge_options, NULL)) != -1) {
 		switch (option) {
 		case OPT_MEM:
+			if (cli_file_option_once(opts->mem_path, "merge-memory", "mem", error,
+						 error_len))
+				return -EINVAL;
 			opts->mem_path = optarg;
 			break;
 		case OPT_MEM_DIFF:
 			opts->diff_paths[opts->diff_count++] = optarg;
 			break;
 		case OPT_OUT:
+			if (cli_file_option_once(opts->out_path, "merge-memory", "out", error,
+						 error_len))
+				return -EINVAL;
 			opts->out_path = optarg;
 			break;
 		case OPT_QUIET:

@@ -22,6 +22,15 @@ int cli_error(char *error, size_t error_len, const char *fmt, ...)
 	return -EINVAL;
 }
 
+int cli_file_option_once(const char *first, const char *name, const char *option, char *error,
+			 size_t error_len)
+{
+	if (!first)
+		return 0;
+	return cli_error(error, error_len, "%s: --%s given twice (%s, then another)", name, option,
+			 first);
+}
+
 void cli_getopt_restart(void)
 {
 	opterr = 0;

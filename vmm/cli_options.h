@@ -99,6 +99,11 @@ int cli_replace_part(char **field, const char *text, size_t n);
 int cli_error(char *error, size_t error_len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Refuses a file option given a second time (a slip that would silently drop the first
+ * file): -EINVAL with "NAME: --OPTION given twice" in error. 0 when first is NULL. */
+int cli_file_option_once(const char *first, const char *name, const char *option, char *error,
+			 size_t error_len);
+
 /* Makes the next getopt_long() start a fresh parse, its errors left to the caller
  * (opterr off; cli_refused_option names them). */
 void cli_getopt_restart(void);

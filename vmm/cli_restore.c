@@ -162,8 +162,12 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 
 	switch (option) {
 	case OPT_SNAPSHOT:
+		if (cli_file_option_once(r->state_path, "restore", "snapshot", error, error_len))
+			return -EINVAL;
 		return cli_restore_copy(&r->state_path, arg, strlen(arg));
 	case OPT_MEM:
+		if (cli_file_option_once(r->mem_path, "restore", "mem", error, error_len))
+			return -EINVAL;
 		return cli_restore_copy(&r->mem_path, arg, strlen(arg));
 	case OPT_MEM_DIFF:
 		if (r->mem_diff_count == MOTE_MAX_MEM_DIFFS)

@@ -128,7 +128,7 @@ int output_file_commit(struct output_file *out, const struct mote_log *log)
 		return err;
 	err = output_file_sync_directory(out->path);
 	if (err)
-		log_error(log, "%s: syncing its directory: %s", out->path, strerror(-err));
+		log_error(log, OUTPUT_FILE_UNSYNCED_FMT, out->path, strerror(-err));
 	return err;
 }
 

@@ -31,8 +31,16 @@ int output_file_rename(struct output_file *out, const struct mote_log *log);
 
 /* Finishes it (unless done), renames it to its path and syncs the directory. 0 or a
  * negative errno, with a message; on a failure before the rename, the temporary file is
- * left for output_file_abandon. */
+ * left for output_file_abandon. A directory that cannot be synced is an error too, the
+ * file already in place: it may not survive a crash, so whoever would delete what it
+ * was made from must not. */
 int output_file_commit(struct output_file *out, const struct mote_log *log);
+
+/* The message for a file renamed into place whose directory could not be synced:
+ * path, then the error's words. */
+#define OUTPUT_FILE_UNSYNCED_FMT                                                                   \
+	"%s: in place, but its directory could not be synced (%s): it may not survive a "          \
+	"crash"
 
 /* Makes a rename in path's directory durable (fsync of the directory). 0, or a negative
  * errno (the directory could not be opened or synced), without a message. */

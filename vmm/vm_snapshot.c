@@ -244,7 +244,7 @@ static int vm_snapshot_locked(struct mote_vm *vm, const struct mote_snapshot_par
 		const char *path = i ? params->state_path : params->mem_path;
 		ret = output_file_sync_directory(path);
 		if (ret)
-			log_error(&vm->log, "%s: syncing its directory: %s", path, strerror(-ret));
+			log_error(&vm->log, OUTPUT_FILE_UNSYNCED_FMT, path, strerror(-ret));
 	}
 	output_file_abandon(&memory);
 	output_file_abandon(&state);

@@ -147,6 +147,8 @@ static void restore_bad_arguments_give_a_one_line_reason(void **state)
 	    {"restore", "--snapshot", "s", "--mem", "m", "--api-sock", "", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--paused", NULL},
 	    {"restore", "--snapshot", "s", "--mem", "m", "--vsock-uds", "", NULL},
+	    {"restore", "--snapshot", "s", "--mem", "m", "--mem", "n", NULL},
+	    {"restore", "--snapshot", "s", "--snapshot", "t", "--mem", "m", NULL},
 	    /* 97 bytes: with "_4294967295" no longer a Unix socket path. */
 	    {"restore", "--snapshot", "s", "--mem", "m", "--vsock-uds",
 	     "/tmp/"
@@ -477,13 +479,15 @@ static void pause_and_resume_take_only_the_socket(void **state)
 
 static void control_commands_need_their_arguments(void **state)
 {
-	const char *const cases[][8] = {
+	const char *const cases[][10] = {
 	    {"pause", NULL},
 	    {"resume", "--api-sock", NULL},
 	    {"snapshot", "--api-sock", "/a", "--state", "/s", NULL},
 	    {"snapshot", "--api-sock", "/a", "--mem", "/m", NULL},
 	    {"snapshot", "--state", "/s", "--mem", "/m", NULL},
 	    {"pause", "--api-sock", "/a", "stray", NULL},
+	    {"snapshot", "--api-sock", "/a", "--state", "/s", "--mem", "/m", "--mem", "/n", NULL},
+	    {"snapshot", "--api-sock", "/a", "--state", "/s", "--state", "/t", "--mem", "/m", NULL},
 	};
 
 	(void)state;

@@ -388,6 +388,17 @@ static void the_command_line_names_the_files(void **state)
 	assert_int_equal(parse(&opts, error, 8, stray), -EINVAL);
 	assert_non_null(strstr(error, "unexpected argument x"));
 	cli_merge_options_free(&opts);
+	/* A second --mem or --out is a slip that would drop a file, not a choice. */
+	const char *two_mems[] = {"merge-memory", "--mem", "f",	    "--mem", "g",
+				  "--mem-diff",	  "d",	   "--out", "m"};
+	assert_int_equal(parse(&opts, error, 9, two_mems), -EINVAL);
+	assert_non_null(strstr(error, "--mem given twice"));
+	cli_merge_options_free(&opts);
+	const char *two_outs[] = {"merge-memory", "--mem", "f",	    "--mem-diff", "d",
+				  "--out",	  "m",	   "--out", "n"};
+	assert_int_equal(parse(&opts, error, 9, two_outs), -EINVAL);
+	assert_non_null(strstr(error, "--out given twice"));
+	cli_merge_options_free(&opts);
 	const char *unknown[] = {"merge-memory", "--diff", "d"};
 	assert_int_equal(parse(&opts, error, 3, unknown), -EINVAL);
 	assert_non_null(strstr(error, "--diff"));
