@@ -354,7 +354,9 @@ struct mote_memory_merge_params {
  * -ENOSPC, ... from the host. */
 MOTE_API int mote_memory_merge(const struct mote_memory_merge_params *params);
 
-/* Releases everything; vm may be NULL. */
+/* Releases everything; vm may be NULL. Not while mote_vm_run() runs for vm in another
+ * thread (it would use what is freed): call mote_vm_stop() and destroy once run has
+ * returned, as with free() of anything another thread still uses. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
 
 MOTE_API const char *mote_version(void);
