@@ -49,6 +49,16 @@ compress() {
 # mtimes (SOURCE_DATE_EPOCH, default 0).
 guest_tree_fix_times "$root"
 out_tmp="$out.tmp.$$"
+trap 'rm -rf "$root" "$out_tmp"' EXIT
+trap 'exit 130' INT TERM
+# sh has no pipefail: cpio's failure is caught through a file, so that a cut-short
+# archive is never renamed into place (kvm-run.sh caches it).
 (cd "$root" && find . | LC_ALL=C sort |
-	cpio --quiet -o -H newc -R 0:0 --reproducible) | compress >"$out_tmp"
+	{ cpio --quiet -o -H newc -R 0:0 --reproducible || touch "$root.cpio-failed"; }) |
+	compress >"$out_tmp"
+if [ -e "$root.cpio-failed" ]; then
+	rm -f "$root.cpio-failed"
+	echo "build-initramfs: cpio failed" >&2
+	exit 1
+fi
 mv "$out_tmp" "$out"

@@ -1,8 +1,10 @@
 #!/bin/sh
 # Builds the stripped guest kernel from Debian's linux-source-6.1: tinyconfig plus
 # tools/guest-kernel.config. The result (vmlinux and an LZ4 bzImage) is cached outside
-# the work tree, keyed by the fragment, this script and the source package version,
-# so a second run costs nothing. Prints the cache directory on stdout.
+# the work tree, keyed by the fragment, this script, the source package version and
+# the compiler, so a second run costs nothing. Builds of one key take turns (a lock),
+# so a second run waits for the first rather than replace the kernel it is using.
+# Prints the cache directory on stdout.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,17 +15,27 @@ cache_root=${MOTE_CACHE:-/var/cache/mote}
 [ -r "$tarball" ] || { echo "build-kernel: $tarball missing; run tools/setup.sh" >&2; exit 1; }
 
 source_version=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-key=$( { cat "$fragment" "$0"; echo "$source_version"; } | sha256sum | cut -c1-16)
+key=$( { cat "$fragment" "$0"; echo "$source_version"; gcc --version | head -1; } |
+	sha256sum | cut -c1-16)
 out="$cache_root/kernel-$key"
 
-if [ -f "$out/vmlinux" ] && [ -f "$out/bzImage" ]; then
+built() { [ -f "$out/vmlinux" ] && [ -f "$out/bzImage" ]; }
+if built; then
 	echo "$out"
 	exit 0
 fi
 
 mkdir -p "$cache_root"
+exec 9>"$out.lock"
+flock 9
+if built; then # another run built it meanwhile
+	echo "$out"
+	exit 0
+fi
 work=$(mktemp -d "$cache_root/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# sh runs the EXIT trap on exit only: a Ctrl-C must exit, or the >1 GB source tree stays.
+trap 'exit 130' INT TERM HUP
 
 echo "build-kernel: building guest kernel $key (about 10 minutes on 2 cores)" >&2
 tar -xJf "$tarball" -C "$work"

@@ -22,7 +22,9 @@
 # MOTE_SCRATCH_SIZE (8G).
 # Exit status: the command's; 124 when the outer guest timed out; 125 when the outer
 # guest failed before reporting a status.
-set -eu
+# pipefail: a pipe that writes a cached file (the outer initramfs) must fail when any
+# part of it does, or a cut-short file would be trusted for good.
+set -eu -o pipefail
 
 # The whole script is one brace group, so bash parses it completely before running
 # any of it: editing this file while a long run is in progress cannot change that run.
@@ -81,7 +83,7 @@ pick_kernel() {
 	if [ -z "$pkg" ]; then
 		pkg=$(for d in "$cache_root"/outer-6.1.0-*-amd64/vmlinuz; do
 			[ -f "$d" ] && basename "$(dirname "$d")"
-		done | sed 's/^outer-/linux-image-/' | sort -V | tail -1)
+		done | sed 's/^outer-/linux-image-/' | sort -V | tail -1 || true)
 	fi
 	[ -n "$pkg" ] || die "apt knows no linux-image-6.1.0-*-amd64; run apt-get update"
 	echo "${pkg#linux-image-}"
@@ -89,13 +91,20 @@ pick_kernel() {
 
 norm() { echo "${1//-/_}"; }
 
+# Which modules the outer guest loads: a cached kernel directory made from other lists
+# is made again.
+modules_key=$(printf '%s\n--\n%s\n' "$required_modules" "$optional_modules" | sha256sum | cut -c1-16)
+
 # Download and unpack the kernel package once; keep only vmlinuz, the modules we load
-# (uncompressed) and their load order.
+# (uncompressed), their load order and the key of the lists they came from.
 prepare_kernel() {
 	local abi=$1 dir=$2 tmp deb moddir line mod name
-	[ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/order" ] && return 0
+	[ -f "$dir/vmlinuz" ] && [ -f "$dir/modules/order" ] &&
+		[ "$(cat "$dir/modules/key" 2>/dev/null)" = "$modules_key" ] && return 0
 	echo "kvm-run: fetching linux-image-$abi for the outer guest (once)" >&2
 	tmp=$(mktemp -d "$cache_root/outer-tmp.XXXXXX")
+	# shellcheck disable=SC2064 # $tmp now: removed however this function fails
+	trap "rm -rf '$tmp'" EXIT
 	(cd "$tmp" && apt-get download -q "linux-image-$abi" >download.log 2>&1) ||
 		{ cat "$tmp/download.log" >&2; rm -rf "$tmp"; die "apt-get download linux-image-$abi failed"; }
 	deb=$(ls "$tmp"/*.deb)
@@ -150,10 +159,12 @@ prepare_kernel() {
 		esac
 		echo "$line" >>"$tmp/out/modules/order"
 	done
+	echo "$modules_key" >"$tmp/out/modules/key"
 	cp "$tmp/root/boot/vmlinuz-$abi" "$tmp/out/vmlinuz"
 	rm -rf "$dir"
 	mv "$tmp/out" "$dir"
 	rm -rf "$tmp"
+	trap - EXIT
 }
 
 # The outer initramfs: busybox and outer-init.sh from build-initramfs.sh, then a second
@@ -162,6 +173,8 @@ prepare_initramfs() {
 	local dir=$1 out=$2 tmp
 	[ -f "$out" ] && return 0
 	tmp=$(mktemp -d "$cache_root/outer-tmp.XXXXXX")
+	# shellcheck disable=SC2064 # $tmp now: removed however this function fails
+	trap "rm -rf '$tmp'" EXIT
 	"$here/build-initramfs.sh" "$tmp/base.cpio.gz" "$here/outer-init.sh"
 	mkdir -p "$tmp/root/lib/mote-modules"
 	cp "$dir/modules/"* "$tmp/root/lib/mote-modules/"
@@ -170,17 +183,27 @@ prepare_initramfs() {
 	cat "$tmp/base.cpio.gz" "$tmp/modules.cpio.gz" >"$tmp/outer.cpio.gz"
 	mv "$tmp/outer.cpio.gz" "$out"
 	rm -rf "$tmp"
+	trap - EXIT
 }
 
 mkdir -p "$cache_root"
 abi=$(pick_kernel)
+if [ ! -f "$cache_root/outer-$abi/vmlinuz" ] && [ "$(id -u)" -eq 0 ]; then
+	# A download is due, and apt's lists are as old as its last update: the package
+	# they name newest may have left the archive since (a point release replaces it).
+	echo "kvm-run: apt-get update before fetching the outer guest's kernel" >&2
+	apt-get update -q >/dev/null 2>&1 ||
+		echo "kvm-run: apt-get update failed; trying apt's lists as they are" >&2
+	abi=$(pick_kernel)
+fi
 outer_dir="$cache_root/outer-$abi"
 # One preparation at a time: parallel runs share the cache.
 exec 9>"$cache_root/outer.lock"
 flock 9
 prepare_kernel "$abi" "$outer_dir"
-key=$(cat "$here/outer-init.sh" "$here/build-initramfs.sh" "$here/guest-tree.sh" /bin/busybox \
-	"$outer_dir/modules/order" |
+# This script is in the key too: prepare_initramfs lays the archive out.
+key=$(cat "$here/kvm-run.sh" "$here/outer-init.sh" "$here/build-initramfs.sh" \
+	"$here/guest-tree.sh" "${MOTE_BUSYBOX:-/bin/busybox}" "$outer_dir/modules/order" |
 	sha256sum | cut -c1-16)
 initramfs="$outer_dir/initramfs-$key.cpio.gz"
 # The outer kernel's symbols, sorted, once the outer guest has listed them (outer-init).

@@ -4,7 +4,7 @@
 set -eu
 
 packages="
-build-essential cmake pkg-config clang clang-format
+build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
 libcmocka-dev libcjson-dev liburing-dev libfdt-dev zlib1g-dev libxxhash-dev
 libhttp-parser-dev libcurl4-openssl-dev
 linux-source-6.1 bc flex bison libelf-dev libssl-dev lz4 xz-utils kmod cpio
@@ -21,4 +21,5 @@ done
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 $SUDO apt-get update
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends $missing
+# env: sudo would drop DEBIAN_FRONTEND (env_reset), and iperf3 would ask its question.
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing

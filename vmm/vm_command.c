@@ -543,6 +543,17 @@ void vm_controller_stop(struct vm_controller *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* The machine's part of a description: the VM's own once there is one (a restored VM's
+ * are the snapshot's, not the defaults the process started with). */
+static void vm_controller_describe_machine(const struct mote_config *config, void *opaque)
+{
+	struct vm_controller_description *out = opaque;
+
+	out->vcpu_count = config->cpus;
+	out->mem_size_mib = config->mem_bytes / MIB;
+	out->track_dirty_pages = config->track_dirty_pages;
+}
+
 void vm_controller_describe(struct vm_controller *c, struct vm_controller_description *out)
 {
 	pthread_mutex_lock(&c->lock);
@@ -566,13 +577,7 @@ void vm_controller_describe(struct vm_controller *c, struct vm_controller_descri
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	/* The pending configuration only changes under command_lock. */
-	pthread_mutex_lock(&c->command_lock);
-	out->vcpu_count = c->pending.cpus;
-	out->mem_size_mib = c->pending.mem_bytes / MIB;
-	out->track_dirty_pages = c->pending.track_dirty_pages;
-	out->has_kernel = c->pending.kernel != NULL;
-	pthread_mutex_unlock(&c->command_lock);
+	vm_controller_with_config(c, vm_controller_describe_machine, out);
 }
 
 void vm_controller_with_config(struct vm_controller *c,

@@ -173,7 +173,6 @@ struct vm_controller_description {
 	unsigned vcpu_count;
 	uint64_t mem_size_mib;
 	bool track_dirty_pages;
-	bool has_kernel;
 };
 
 void vm_controller_describe(struct vm_controller *c, struct vm_controller_description *out);

@@ -587,8 +587,12 @@ test_network_works_after_a_restore_onto_another_tap() {
 	snap_exec "$uds" s6-ping ping -c 1 -W 10 "$HOST_IP"
 	local after=$status
 	# The API reports the restored setup, override included, and no boot source.
-	local config
+	local config machine
 	config=$(printf 'GET /vm/config HTTP/1.1\r\nHost: mote\r\nConnection: close\r\n\r\n' |
+		timeout 30 socat -t 10 - "UNIX-CONNECT:$WORK/s6r.api" | tr -d '\r')
+	# The machine is the snapshot's (2 vCPUs, 256 MiB), not the defaults the restoring
+	# process started with.
+	machine=$(printf 'GET /machine-config HTTP/1.1\r\nHost: mote\r\nConnection: close\r\n\r\n' |
 		timeout 30 socat -t 10 - "UNIX-CONNECT:$WORK/s6r.api" | tr -d '\r')
 	snap_end "$uds" s6r
 	tap_down mote-s6b
@@ -601,6 +605,10 @@ test_network_works_after_a_restore_onto_another_tap() {
 	esac
 	case "$config" in
 	*'"boot-source"'*) fail "GET /vm/config of a restored VM has a boot source: $config" ;;
+	esac
+	case "$machine" in
+	"HTTP/1.1 200 "*'"vcpu_count":2,"mem_size_mib":256'*) ;;
+	*) fail "GET /machine-config of a restored VM is not the snapshot's machine: $machine" ;;
 	esac
 }
 
