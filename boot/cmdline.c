@@ -3,7 +3,9 @@
  * cmdline_check() refuses it. */
 #include "cmdline.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 void cmdline_init(struct cmdline *cl, const char *base)
@@ -49,4 +51,27 @@ int cmdline_check(const struct cmdline *cl, size_t max_len)
 	if (cl->overflow || cl->len > max_len)
 		return -E2BIG;
 	return 0;
+}
+
+int cmdline_kernel_part(const char *line, size_t *end)
+{
+	bool in_quote = false;
+	size_t i = 0;
+
+	while (line[i]) {
+		while (line[i] && isspace((unsigned char)line[i]))
+			i++;
+		size_t word = i;
+		while (line[i] && (in_quote || !isspace((unsigned char)line[i]))) {
+			if (line[i] == '"')
+				in_quote = !in_quote;
+			i++;
+		}
+		if (i - word == 2 && line[word] == '-' && line[word + 1] == '-') {
+			*end = word;
+			return 0;
+		}
+	}
+	*end = i;
+	return in_quote ? -EINVAL : 0;
 }

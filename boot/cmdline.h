@@ -19,4 +19,12 @@ void cmdline_append(struct cmdline *cl, const char *piece);
 /* 0, or -E2BIG when the line (without its NUL) is longer than max_len or overflowed. */
 int cmdline_check(const struct cmdline *cl, size_t max_len);
 
+/* Where the kernel's own parameters end in line, as the kernel splits it (lib/cmdline.c
+ * next_arg(): words part at white space outside double quotes; kernel-parameters.rst:
+ * what follows a "--" word goes to init): *end is the offset of that "--" word, or the
+ * line's length. 0, or -EINVAL when a double quote before it is never closed: the
+ * kernel would take the rest of the line, parameters appended by mote included, as
+ * part of one value. */
+int cmdline_kernel_part(const char *line, size_t *end);
+
 #endif

@@ -15,6 +15,8 @@ int event_loop_init(struct event_loop *loop)
 {
 	memset(loop, 0, sizeof(*loop));
 	loop->stop_fd = -1;
+	pthread_mutex_init(&loop->lock, NULL);
+	pthread_cond_init(&loop->changed, NULL);
 	loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop->epoll_fd < 0)
 		return -errno;
@@ -111,45 +113,102 @@ int event_loop_run_once(struct event_loop *loop, int timeout_ms)
 	return event_loop_dispatch(loop, timeout_ms, &stop);
 }
 
+/* The stop eventfd fired: parks until told to run again; false when told to end. */
+static bool event_loop_obey(struct event_loop *loop)
+{
+	uint64_t count;
+
+	pthread_mutex_lock(&loop->lock);
+	/* Consumed under the lock: a later request writes it again after changing want. */
+	if (read(loop->stop_fd, &count, sizeof(count)) < 0) {
+		/* EAGAIN: consumed by an earlier look at want. */
+	}
+	if (loop->want == EVENT_LOOP_PARK) {
+		loop->parked = true;
+		pthread_cond_broadcast(&loop->changed);
+		while (loop->want == EVENT_LOOP_PARK)
+			pthread_cond_wait(&loop->changed, &loop->lock);
+		loop->parked = false;
+	}
+	bool run = loop->want == EVENT_LOOP_RUN;
+	pthread_mutex_unlock(&loop->lock);
+	return run;
+}
+
 static void *event_loop_thread(void *arg)
 {
 	struct event_loop *loop = arg;
-	bool stop = false;
 
-	while (!stop) {
-		if (event_loop_dispatch(loop, -1, &stop) < 0)
+	for (;;) {
+		bool told = false;
+		int ran = event_loop_dispatch(loop, -1, &told);
+		if (ran < 0) {
+			log_error(loop->log, "event thread: epoll_wait: %s (devices stop)",
+				  strerror(-ran));
+			break;
+		}
+		if (told && !event_loop_obey(loop))
 			break;
 	}
+	/* Whatever ended it, a pause waiting for the thread to park must not wait on. */
+	pthread_mutex_lock(&loop->lock);
+	loop->parked = true;
+	pthread_cond_broadcast(&loop->changed);
+	pthread_mutex_unlock(&loop->lock);
 	return NULL;
+}
+
+/* Asks the thread to do what; the eventfd wakes it from epoll_wait to look. */
+static void event_loop_tell(struct event_loop *loop, enum event_loop_want want)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&loop->lock);
+	loop->want = want;
+	pthread_cond_broadcast(&loop->changed);
+	pthread_mutex_unlock(&loop->lock);
+	if (write(loop->stop_fd, &one, sizeof(one)) < 0) {
+		/* A nonblocking eventfd only refuses a write at its maximum count: the
+		 * thread has been told already. */
+	}
 }
 
 int event_loop_start(struct event_loop *loop)
 {
+	if (loop->thread_started) {
+		pthread_mutex_lock(&loop->lock);
+		loop->want = EVENT_LOOP_RUN;
+		pthread_cond_broadcast(&loop->changed);
+		pthread_mutex_unlock(&loop->lock);
+		return 0;
+	}
+	loop->want = EVENT_LOOP_RUN;
+	loop->parked = false;
 	int err = vm_thread_start(&loop->thread, event_loop_thread, loop);
-
 	if (err)
 		return -err;
 	loop->thread_started = true;
 	return 0;
 }
 
-void event_loop_stop(struct event_loop *loop)
+void event_loop_pause(struct event_loop *loop)
 {
-	uint64_t one = 1;
-
 	if (!loop->thread_started)
 		return;
-	if (write(loop->stop_fd, &one, sizeof(one)) < 0) {
-		/* A nonblocking eventfd only refuses a write at its maximum count: the
-		 * thread has been told already. */
-	}
+	event_loop_tell(loop, EVENT_LOOP_PARK);
+	pthread_mutex_lock(&loop->lock);
+	while (!loop->parked)
+		pthread_cond_wait(&loop->changed, &loop->lock);
+	pthread_mutex_unlock(&loop->lock);
+}
+
+void event_loop_stop(struct event_loop *loop)
+{
+	if (!loop->thread_started)
+		return;
+	event_loop_tell(loop, EVENT_LOOP_END);
 	pthread_join(loop->thread, NULL);
 	loop->thread_started = false;
-	/* Consumed, so that a loop started again (a resumed VM) does not stop at once. */
-	uint64_t count;
-	if (read(loop->stop_fd, &count, sizeof(count)) < 0) {
-		/* EAGAIN: the thread had stopped on an error before it was told. */
-	}
 }
 
 void event_loop_destroy(struct event_loop *loop)
@@ -160,4 +219,6 @@ void event_loop_destroy(struct event_loop *loop)
 	if (loop->stop_fd >= 0)
 		close(loop->stop_fd);
 	loop->epoll_fd = loop->stop_fd = -1;
+	pthread_cond_destroy(&loop->changed);
+	pthread_mutex_destroy(&loop->lock);
 }

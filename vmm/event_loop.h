@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "log.h"
+
 /* Called on the event thread when fd is readable (or in error). The handler must
  * consume what made it readable (read the eventfd, drain the socket) or it is called
  * again at once. */
@@ -21,13 +23,26 @@ struct event_source {
 	void *opaque;
 };
 
+/* What the thread is asked to do next (event_loop_pause, _start, _stop). */
+enum event_loop_want {
+	EVENT_LOOP_RUN,
+	EVENT_LOOP_PARK,
+	EVENT_LOOP_END,
+};
+
 struct event_loop {
 	int epoll_fd;
-	int stop_fd; /* eventfd: written to end the thread */
+	int stop_fd; /* eventfd: written to make the thread look at want */
 	unsigned source_count;
 	struct event_source sources[EVENT_LOOP_MAX_SOURCES];
 	pthread_t thread;
 	bool thread_started;
+	/* lock guards want and parked; changed signals either. */
+	pthread_mutex_t lock;
+	pthread_cond_t changed;
+	enum event_loop_want want;
+	bool parked;
+	const struct mote_log *log; /* for the thread's own failure; NULL: silent */
 };
 
 /* 0 or a negative errno. */
@@ -57,12 +72,20 @@ int event_loop_remove(struct event_loop *loop, int fd);
  * ready. Returns how many handlers ran, or a negative errno. */
 int event_loop_run_once(struct event_loop *loop, int timeout_ms);
 
-/* Runs the loop on its own thread until event_loop_stop(). */
+/* Runs the loop on its own thread, or lets a parked one go on. 0 or a negative errno
+ * (the thread could not be created). */
 int event_loop_start(struct event_loop *loop);
 
-/* Ends and joins the thread (no-op when it was not started). Handlers are not running
- * when this returns; what becomes ready meanwhile waits for event_loop_start() again
- * (a paused VM). */
+/* Parks the thread (no-op when it was not started): handlers are not running when this
+ * returns, and what becomes ready meanwhile waits for event_loop_start() (a paused VM).
+ * The thread is kept, not ended: io_uring ties a request to the thread that submitted
+ * it, and one whose thread has exited fails rather than completes (a buffered read
+ * waiting for its page is completed with -EFAULT, io_req_task_submit() in Linux 6.1's
+ * io_uring.c; work queued to the thread's io-wq is cancelled), so a pause that ended
+ * the thread made in-flight disk requests fail. */
+void event_loop_pause(struct event_loop *loop);
+
+/* Ends and joins the thread, parked or not (no-op when it was not started). */
 void event_loop_stop(struct event_loop *loop);
 
 /* Stops the loop and closes its own fds (not the watched ones). */

@@ -260,6 +260,13 @@ int vm_check_config(const struct mote_config *config, const struct mote_log *log
 		log_error(log, "console file not named");
 		return -EINVAL;
 	}
+	size_t kernel_end;
+	if (config->cmdline && cmdline_kernel_part(config->cmdline, &kernel_end) != 0) {
+		/* The kernel would take the rest of the line, the devices mote announces on
+		 * it included, as one value: the guest would boot without them. */
+		log_error(log, "command line: a double quote is never closed");
+		return -EINVAL;
+	}
 	if (config->disk_count > MOTE_MAX_DISKS) {
 		log_error(log, "%u disks: at most %d", config->disk_count, MOTE_MAX_DISKS);
 		return -EINVAL;
@@ -419,18 +426,21 @@ static int vm_register_devices(struct mote_vm *vm)
 }
 
 /* The guest's command line: the base (the user's or the default), then what the
- * devices need. Parameters after " -- " go to init, not the kernel (kernel-parameters
- * .rst), so ours go before it. */
+ * devices need. Parameters after a "--" word go to init, not the kernel
+ * (kernel-parameters.rst), so ours go before it; a "--" inside a quoted value
+ * (mote.run="ls -- /") is no such word. vm_check_config() refused a quote left open. */
 static void vm_build_cmdline(const struct mote_vm *vm, const struct mote_config *config,
 			     struct cmdline *cmdline)
 {
 	const char *base = config->cmdline ? config->cmdline : MOTE_DEFAULT_CMDLINE;
-	const char *init_args = strstr(base, " -- ");
+	size_t kernel_end;
 	char root[32];
 
+	(void)cmdline_kernel_part(base, &kernel_end);
+	const char *init_args = base[kernel_end] ? base + kernel_end : NULL;
 	if (init_args) {
 		char head[sizeof(cmdline->buf)];
-		snprintf(head, sizeof(head), "%.*s", (int)(init_args - base), base);
+		snprintf(head, sizeof(head), "%.*s", (int)kernel_end, base);
 		cmdline_init(cmdline, head);
 	} else {
 		cmdline_init(cmdline, base);
@@ -444,7 +454,7 @@ static void vm_build_cmdline(const struct mote_vm *vm, const struct mote_config 
 		cmdline_append(cmdline, root);
 	}
 	if (init_args)
-		cmdline_append(cmdline, init_args + 1);
+		cmdline_append(cmdline, init_args);
 }
 
 /* Kernel, initrd, command line, zero page, MP table and the boot page tables. */
@@ -622,6 +632,7 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 		ret = vm_setup_console(vm, config);
 	if (!ret) {
 		ret = event_loop_init(&vm->events);
+		vm->events.log = &vm->log;
 		if (ret)
 			log_error(&vm->log, "setting up the event thread: %s", strerror(-ret));
 	}

@@ -1,5 +1,5 @@
 /* Pausing and resuming a running VM (mote.h: mote_vm_pause). A pause takes every vCPU to
- * its pause point (vcpu.c) and parks it, stops the event thread, lets the devices finish
+ * its pause point (vcpu.c) and parks it, parks the event thread, lets the devices finish
  * what they have in flight, and stops the guest's clock; a resume undoes these in the
  * reverse order. pause_lock keeps pause, resume and snapshot from interleaving. */
 #include <errno.h>
@@ -110,8 +110,8 @@ int vm_pause_locked(struct mote_vm *vm)
 		return -EINTR;
 	}
 	/* No vCPU runs, so no register access reaches a device; with the event thread
-	 * stopped too, nothing but this thread touches them. */
-	event_loop_stop(&vm->events);
+	 * parked too, nothing but this thread touches them. */
+	event_loop_pause(&vm->events);
 	vm_virtio_quiesce(vm);
 	/* The guest's clock stops with it: resumed, it goes on from this value. */
 	vm->clock_saved = ioctl(vm->vm_fd, KVM_GET_CLOCK, &vm->paused_clock) == 0;
@@ -143,7 +143,8 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
-	/* First what can fail: a resume that fails leaves the VM paused, its clock too. */
+	/* First what can fail (a VM restored paused has no event thread yet): a resume that
+	 * fails leaves the VM paused, its clock too. */
 	int ret = event_loop_start(&vm->events);
 	if (ret) {
 		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));

@@ -55,6 +55,21 @@ test_exit_at_boot_ends_the_vm_at_the_boot_byte() {
 	grep -q "the-command-ran" "$out" && fail "the guest command ran"
 }
 
+# A "--" inside the quoted command is the command's, not the end of the kernel's
+# parameters: the devices mote announces after the user's line stay the kernel's.
+test_a_double_dash_in_the_guest_command_keeps_the_devices() {
+	truncate -s 1M "$WORK/t24.img"
+	boot t24 "$VMLINUX" 1 128M "echo x -- y; ls /sys/block" --disk "path=$WORK/t24.img"
+	expect_status 0
+	expect_in "$out" "x -- y"
+	expect_in "$out" "vda"
+	# A quote never closed would take those devices into its value: refused.
+	mote_run t24-open run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
+		--cmdline "$BASE_CMDLINE mote.run=\"echo hi"
+	expect_status 2
+	expect_in "$err" "double quote is never closed"
+}
+
 mem_total_kib() {
 	sed -n 's/^MemTotal: *\([0-9]*\) kB.*/\1/p' "$1" | head -1
 }

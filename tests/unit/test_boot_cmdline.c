@@ -137,10 +137,49 @@ static void base_too_long_for_the_buffer_overflows(void **state)
 	free(base);
 }
 
+/* The kernel's parameters end at a "--" word (kernel-parameters.rst), not at a "--"
+ * inside a quoted value, which mote once cut the line at. */
+static void kernel_part_ends_at_a_double_dash_word_outside_quotes(void **state)
+{
+	size_t end;
+
+	(void)state;
+	assert_int_equal(cmdline_kernel_part("console=ttyS0 -- init args", &end), 0);
+	assert_int_equal(end, strlen("console=ttyS0 "));
+	assert_int_equal(cmdline_kernel_part("quiet mote.run=\"ls -- /tmp\" panic=1", &end), 0);
+	assert_int_equal(end, strlen("quiet mote.run=\"ls -- /tmp\" panic=1"));
+	assert_int_equal(cmdline_kernel_part("a=\"x y\" --", &end), 0);
+	assert_int_equal(end, strlen("a=\"x y\" "));
+	assert_int_equal(cmdline_kernel_part("--", &end), 0);
+	assert_int_equal(end, 0);
+	/* Not words of their own: "--x", "x--", a tab-separated "--" is one. */
+	assert_int_equal(cmdline_kernel_part("--x x-- y", &end), 0);
+	assert_int_equal(end, strlen("--x x-- y"));
+	assert_int_equal(cmdline_kernel_part("quiet\t--\tz", &end), 0);
+	assert_int_equal(end, strlen("quiet\t"));
+	assert_int_equal(cmdline_kernel_part("", &end), 0);
+	assert_int_equal(end, 0);
+}
+
+/* A quote never closed would swallow what mote appends (the virtio devices). */
+static void a_quote_left_open_is_einval_unless_init_has_it(void **state)
+{
+	size_t end;
+
+	(void)state;
+	assert_int_equal(cmdline_kernel_part("mote.run=\"echo hi", &end), -EINVAL);
+	assert_int_equal(cmdline_kernel_part("quiet mote.run=\"a -- b", &end), -EINVAL);
+	/* After the "--", the line is init's: its quotes are not the kernel's. */
+	assert_int_equal(cmdline_kernel_part("quiet -- \"open", &end), 0);
+	assert_int_equal(end, strlen("quiet "));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(base_is_kept_as_given),
+	    cmocka_unit_test(kernel_part_ends_at_a_double_dash_word_outside_quotes),
+	    cmocka_unit_test(a_quote_left_open_is_einval_unless_init_has_it),
 	    cmocka_unit_test(null_base_is_empty),
 	    cmocka_unit_test(appended_pieces_are_separated_by_one_space),
 	    cmocka_unit_test(append_to_empty_line_has_no_leading_space),

@@ -1,10 +1,19 @@
 /* The event loop without its thread: handlers run for ready fds, and what wakes them
- * can be paused and changed (event_loop_watch), as devices do for backpressure. */
+ * can be paused and changed (event_loop_watch), as devices do for backpressure. With
+ * its thread: a pause parks the thread and keeps it, so that io_uring requests it
+ * submitted still complete (event_loop.h). */
 #include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -116,6 +125,116 @@ static void removed_fd_never_runs_again_even_in_error(void **state)
 	assert_int_equal(event_loop_watch(&f->loop, f->pipe_fds[0], EVENT_READABLE), -ENOENT);
 }
 
+/* What the event thread did, seen from the test's thread. */
+struct thread_probe {
+	int kick_fd; /* eventfd the handler consumes */
+	atomic_int calls;
+	atomic_int last_tid;
+	/* Set: the handler also submits a read of read_fd into buf on ring. */
+	struct io_uring *ring;
+	int read_fd;
+	char buf[8];
+};
+
+static void probe_handler(void *opaque)
+{
+	struct thread_probe *probe = opaque;
+	uint64_t count;
+
+	assert_int_equal(read(probe->kick_fd, &count, sizeof(count)), sizeof(count));
+	if (probe->ring) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(probe->ring);
+		io_uring_prep_read(sqe, probe->read_fd, probe->buf, sizeof(probe->buf), 0);
+		assert_int_equal(io_uring_submit(probe->ring), 1);
+	}
+	atomic_store(&probe->last_tid, (int)syscall(SYS_gettid));
+	atomic_fetch_add(&probe->calls, 1);
+}
+
+static void kick(struct thread_probe *probe)
+{
+	uint64_t one = 1;
+
+	assert_int_equal(write(probe->kick_fd, &one, sizeof(one)), sizeof(one));
+}
+
+/* Waits up to 5 s for the handler to have run calls times. */
+static void wait_for_calls(struct thread_probe *probe, int calls)
+{
+	for (int i = 0; i < 5000 && atomic_load(&probe->calls) < calls; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&probe->calls), calls);
+}
+
+static void a_paused_thread_runs_no_handler_and_resumes_as_the_same_thread(void **state)
+{
+	struct fixture *f = *state;
+	struct thread_probe probe = {.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+
+	assert_true(probe.kick_fd >= 0);
+	assert_int_equal(event_loop_add(&f->loop, probe.kick_fd, probe_handler, &probe), 0);
+	event_loop_pause(&f->loop); /* not started: nothing to park */
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	kick(&probe);
+	wait_for_calls(&probe, 1);
+	int tid = atomic_load(&probe.last_tid);
+
+	event_loop_pause(&f->loop);
+	kick(&probe);
+	usleep(100 * 1000);
+	assert_int_equal(atomic_load(&probe.calls), 1);
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	wait_for_calls(&probe, 2);
+	assert_int_equal(atomic_load(&probe.last_tid), tid);
+
+	/* A parked thread ends on a stop too. */
+	event_loop_pause(&f->loop);
+	event_loop_stop(&f->loop);
+	kick(&probe);
+	usleep(50 * 1000);
+	assert_int_equal(atomic_load(&probe.calls), 2);
+	close(probe.kick_fd);
+}
+
+/* The reason a pause parks the thread rather than end it: a read the event thread
+ * submitted, still waiting for its data when the VM pauses, must complete with that
+ * data. Had the thread exited, io_uring would complete it with an error
+ * (-ECANCELED: io_poll_check_events() in Linux 6.1, for a task that is gone). */
+static void a_read_submitted_before_a_pause_completes_during_it(void **state)
+{
+	struct fixture *f = *state;
+	struct io_uring ring;
+	int data[2];
+	struct thread_probe probe = {.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK),
+				     .ring = &ring};
+
+	assert_true(probe.kick_fd >= 0);
+	assert_int_equal(pipe(data), 0);
+	probe.read_fd = data[0];
+	assert_int_equal(io_uring_queue_init(4, &ring, 0), 0);
+	assert_int_equal(event_loop_add(&f->loop, probe.kick_fd, probe_handler, &probe), 0);
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	kick(&probe);
+	wait_for_calls(&probe, 1);
+
+	event_loop_pause(&f->loop);
+	/* The data comes while the VM is paused, as a disk's page comes in. */
+	assert_int_equal(write(data[1], "page", 4), 4);
+	struct io_uring_cqe *cqe;
+	struct __kernel_timespec limit = {.tv_sec = 5};
+	assert_int_equal(io_uring_wait_cqe_timeout(&ring, &cqe, &limit), 0);
+	assert_int_equal(cqe->res, 4);
+	assert_memory_equal(probe.buf, "page", 4);
+	io_uring_cqe_seen(&ring, cqe);
+
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	event_loop_stop(&f->loop);
+	io_uring_queue_exit(&ring);
+	close(data[0]);
+	close(data[1]);
+	close(probe.kick_fd);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -126,6 +245,8 @@ int main(void)
 	    TEST(writable_watch_runs_the_handler_when_the_fd_can_take_data),
 	    TEST(watching_an_unknown_fd_is_enoent),
 	    TEST(removed_fd_never_runs_again_even_in_error),
+	    TEST(a_paused_thread_runs_no_handler_and_resumes_as_the_same_thread),
+	    TEST(a_read_submitted_before_a_pause_completes_during_it),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
