@@ -42,9 +42,39 @@
  * once (no vsock device) is not. */
 #define AGENT_RESTART_MIN_S 1
 
+/* Whether ioperm() gave PID 1 the debug port. Without it (a kernel without
+ * CONFIG_X86_IOPL_IOPERM, or in lockdown) an outb faults, and a fault kills PID 1, which
+ * panics the kernel: every power-off would end as a panic. Set once, at the start, before
+ * any other process exists. */
+static bool debug_port_usable;
+
 static void port_write(unsigned char value)
 {
-	__asm__ volatile("outb %0, %1" : : "a"(value), "Nd"((unsigned short)DEBUG_PORT_ADDR));
+	if (debug_port_usable)
+		__asm__ volatile("outb %0, %1"
+				 :
+				 : "a"(value), "Nd"((unsigned short)DEBUG_PORT_ADDR));
+}
+
+/* After kill(-1, SIGKILL): reaps every process as it dies (orphans are PID 1's), so
+ * that none still has a file open for writing when the root is synced and remounted.
+ * Bounded: a process stuck in the kernel (uninterruptible I/O) cannot hold the power-off
+ * back for more than a second. */
+#define REAP_ALL_LIMIT_MS 1000
+
+static void reap_all(void)
+{
+	for (int waited_ms = 0; waited_ms < REAP_ALL_LIMIT_MS;) {
+		pid_t pid = waitpid(-1, NULL, WNOHANG);
+		if (pid > 0)
+			continue;
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			return; /* ECHILD: none left */
+		usleep(5000);
+		waited_ms += 5;
+	}
 }
 
 /* One message per write(), so lines from PID 1 do not interleave with the child's. */
@@ -297,6 +327,7 @@ static void power_off(bool write_port)
 	/* Every other process ends first (the agent, its commands, orphans), so none
 	 * writes after the sync and the read-only remount finds no file open for writing. */
 	kill(-1, SIGKILL);
+	reap_all();
 	sync();
 	/* A root disk remounted read-only is left clean (no journal to replay at the next
 	 * boot, nothing for fsck on the host). Best effort: it fails while a process still
@@ -410,7 +441,8 @@ int main(void)
 
 	int ioperm_errno = 0;
 
-	if (syscall(SYS_ioperm, DEBUG_PORT_ADDR, 1, 1) == 0)
+	debug_port_usable = syscall(SYS_ioperm, DEBUG_PORT_ADDR, 1, 1) == 0;
+	if (debug_port_usable)
 		port_write(DEBUG_PORT_BOOT_COMPLETE);
 	else
 		ioperm_errno = errno;
