@@ -41,8 +41,13 @@ int agent_accept_loop(int listen_fd, const struct agent_config *config);
 /* A listening AF_VSOCK stream socket on port (any CID), close-on-exec; -errno. */
 int agent_listen_vsock(uint32_t port);
 
+/* agent_main's status when it could not listen at all (no vsock transport): starting
+ * it again would fail again, so guest-init does not. */
+#define AGENT_EXIT_CANNOT_LISTEN 3
+
 /* The agent process's main: listens on vsock port (retrying for a few seconds while
- * the vsock device is not there yet) and serves it. Returns an exit status. */
+ * the vsock device is not there yet) and serves it. Returns an exit status:
+ * AGENT_EXIT_CANNOT_LISTEN, or 1 when serving failed. */
 int agent_main(uint32_t port, const struct agent_config *config);
 
 #endif

@@ -141,7 +141,7 @@ int agent_main(uint32_t port, const struct agent_config *config)
 	}
 	if (fd < 0) {
 		say(config, "mote-agent: cannot listen on vsock port %u: %s", port, strerror(-fd));
-		return 1;
+		return AGENT_EXIT_CANNOT_LISTEN;
 	}
 	say(config, "mote-agent: listening on vsock port %u", port);
 	int ret = agent_accept_loop(fd, config);

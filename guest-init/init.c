@@ -388,6 +388,10 @@ static bool agent_exited(struct agent_child *agent, int status, const sigset_t *
 	else
 		say("mote-init: agent killed by signal %d", WTERMSIG(status));
 	agent->pid = -1;
+	/* It retries for seconds before it gives up listening, longer than the time that
+	 * tells a crash loop from a break: its status says so. */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == AGENT_EXIT_CANNOT_LISTEN)
+		return false;
 	if (now.tv_sec - agent->started < AGENT_RESTART_MIN_S)
 		return false;
 	agent_start(agent, old_mask);
