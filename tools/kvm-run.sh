@@ -306,7 +306,10 @@ dump_outer_state() {
 # keep_kallsyms: files the symbol list the outer guest wrote (outer-init.sh) in the cache.
 keep_kallsyms() {
 	[ -s "$run/share/kallsyms" ] && [ ! -s "$kallsyms" ] || return 0
-	sort "$run/share/kallsyms" >"$kallsyms.$$" && mv "$kallsyms.$$" "$kallsyms"
+	# mktemp: the watcher and the main shell share $$ and may both get here.
+	local tmp
+	tmp=$(mktemp "$kallsyms.XXXXXX") || return 0
+	sort "$run/share/kallsyms" >"$tmp" && mv "$tmp" "$kallsyms" || rm -f "$tmp"
 }
 
 # name_address ADDR: the kernel symbol ADDR (16 hex digits) falls in, as symbol+offset.
@@ -374,12 +377,17 @@ boot_outer() {
 	# (warning), and without the trace an outer-guest stall cannot be told apart.
 	# nokaslr: the same kernel addresses on every boot, so that one symbol list names
 	# those of a stall dump (keep_kallsyms).
-	timeout --foreground -k 10 "$(($1 - $(date +%s)))" qemu-system-x86_64 \
+	# An array, so that a path with a space stays one argument.
+	local monitor=() left=$(($1 - $(date +%s)))
+	[ $watch -eq 1 ] && monitor=(-monitor "unix:$run/monitor,server=on,wait=off")
+	# timeout 0 would mean no limit: at least a second, which then runs out as one.
+	[ "$left" -ge 1 ] || left=1
+	timeout --foreground -k 10 "$left" qemu-system-x86_64 \
 		-accel tcg,thread=multi -cpu "$outer_cpu" -m "$mem" -smp 2 \
 		-nographic -vga none -bios qboot.rom -no-reboot -nic none \
 		-kernel "$outer_dir/vmlinuz" -initrd "$initramfs" \
 		-append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off nokaslr" \
-		$([ $watch -eq 1 ] && echo "-monitor unix:$run/monitor,server=on,wait=off") \
+		"${monitor[@]}" \
 		-virtfs "local,path=/,mount_tag=hostroot,$p9opts,readonly=on" \
 		-virtfs "local,path=$work,mount_tag=motework,$p9opts" \
 		-virtfs "local,path=$run/share,mount_tag=moterun,$p9opts" \
