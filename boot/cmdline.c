@@ -67,7 +67,11 @@ int cmdline_kernel_part(const char *line, size_t *end)
 				in_quote = !in_quote;
 			i++;
 		}
-		if (i - word == 2 && line[word] == '-' && line[word + 1] == '-') {
+		/* next_arg() takes the quotes off a word quoted whole: "--" ends them too. */
+		size_t len = i - word;
+		const char *w = line + word;
+		if ((len == 2 && memcmp(w, "--", 2) == 0) ||
+		    (len == 4 && memcmp(w, "\"--\"", 4) == 0)) {
 			*end = word;
 			return 0;
 		}

@@ -38,8 +38,9 @@
 #define CMDLINE_MAX 4096
 #define RUN_KEY "mote.run"
 #define AGENT_KEY "mote.agent"
-/* An agent that ran at least this long is restarted when it exits; one that dies at
- * once (no vsock device) is not. */
+/* An agent that ran at least this long is restarted when it exits; one that dies
+ * sooner (a crash loop) is not, nor one that could not listen at all
+ * (AGENT_EXIT_CANNOT_LISTEN: no vsock transport). */
 #define AGENT_RESTART_MIN_S 1
 
 /* Whether ioperm() gave PID 1 the debug port. Without it (a kernel without

@@ -83,7 +83,7 @@ static void blk_submit(struct virtio_blk *blk)
 }
 
 /* Waits for the next completion while requests are in flight (the event thread, which
- * reaps them otherwise, is stopped), handing the kernel what is still queued first. SQEs
+ * reaps them otherwise, is parked), handing the kernel what is still queued first. SQEs
  * a transient shortage left unsubmitted never complete by themselves: then the wait is
  * cut short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever.
  * 0 with *cqe, -ETIME when it is time to submit again, or another negative errno. */
@@ -356,7 +356,7 @@ static void blk_reset(struct vdev *dev)
 /* Snapshots. */
 
 /* Answers every request in flight, waiting on io_uring itself: while the VM is paused
- * the event thread, which reaps completions, is stopped. What the driver had made
+ * the event thread, which reaps completions, is parked. What the driver had made
  * available and the device had not taken yet stays in the ring for later: the queue is
  * served again once the event thread runs (or, restored, when every queue is). */
 static void blk_quiesce(struct vdev *dev)
@@ -514,25 +514,28 @@ static int blk_open_overlay(struct virtio_blk *blk, const struct virtio_blk_opti
 	return 0;
 }
 
-/* A second descriptor of the file written (the image, or its overlay), O_DIRECT. Opened
- * by path, so it must turn out to be the very file the first one locked. The lock stays
- * with the first (flock locks an open file, and a second exclusive one here would
- * conflict with it). */
+/* A second descriptor of the file written (the image, or its overlay), O_DIRECT, opened
+ * through the first (file_reopen), so it is the very file the first one locked. The
+ * lock stays with the first (flock locks an open file, and a second exclusive one here
+ * would conflict with it). */
 static int blk_open_direct(struct virtio_blk *blk, const struct virtio_blk_options *options)
 {
 	const char *path =
 	    blk->disk.overlay ? blk_overlay_file_path(blk->disk.overlay) : options->path;
-	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_DIRECT;
+	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_DIRECT;
 	struct stat locked, direct;
 
-	blk->disk.direct_fd = open(path, flags);
-	if (blk->disk.direct_fd < 0) {
+	/* Through the locked fd: the very file, whatever its path names by now. */
+	int fd = file_reopen(blk->disk.fd, path, flags);
+	if (fd < 0) {
+		errno = -fd;
 		if (errno != EINVAL)
 			return blk_host_error(blk, path, "cannot open with O_DIRECT");
 		log_error(&blk->log, "disk %s: its file system refuses O_DIRECT (drop direct)",
 			  path);
 		return -EINVAL;
 	}
+	blk->disk.direct_fd = fd;
 	if (fstat(blk->disk.fd, &locked) != 0 || fstat(blk->disk.direct_fd, &direct) != 0)
 		return blk_host_error(blk, path, "fstat");
 	if (locked.st_dev != direct.st_dev || locked.st_ino != direct.st_ino) {

@@ -67,7 +67,7 @@ struct vdev_ops {
 
 	/* Snapshots (issue 5). Each hook is optional: NULL means the device has nothing
 	 * to do there. Called with dev->lock held, while the VM is paused (no vCPU runs,
-	 * the event thread is stopped) or not yet started (a restore).
+	 * the event thread is parked) or not yet started (a restore).
 	 *
 	 * quiesce: finish every request in flight synchronously and push it to the used
 	 * ring (interrupting as usual), so that nothing the guest sees depends on host

@@ -17,6 +17,7 @@ int event_loop_init(struct event_loop *loop)
 	loop->stop_fd = -1;
 	pthread_mutex_init(&loop->lock, NULL);
 	pthread_cond_init(&loop->changed, NULL);
+	loop->sync_ready = true;
 	loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop->epoll_fd < 0)
 		return -errno;
@@ -152,6 +153,7 @@ static void *event_loop_thread(void *arg)
 	}
 	/* Whatever ended it, a pause waiting for the thread to park must not wait on. */
 	pthread_mutex_lock(&loop->lock);
+	loop->exited = true;
 	loop->parked = true;
 	pthread_cond_broadcast(&loop->changed);
 	pthread_mutex_unlock(&loop->lock);
@@ -177,13 +179,18 @@ int event_loop_start(struct event_loop *loop)
 {
 	if (loop->thread_started) {
 		pthread_mutex_lock(&loop->lock);
+		bool exited = loop->exited;
 		loop->want = EVENT_LOOP_RUN;
 		pthread_cond_broadcast(&loop->changed);
 		pthread_mutex_unlock(&loop->lock);
-		return 0;
+		if (!exited)
+			return 0;
+		pthread_join(loop->thread, NULL);
+		loop->thread_started = false;
 	}
 	loop->want = EVENT_LOOP_RUN;
 	loop->parked = false;
+	loop->exited = false;
 	int err = vm_thread_start(&loop->thread, event_loop_thread, loop);
 	if (err)
 		return -err;
@@ -219,6 +226,9 @@ void event_loop_destroy(struct event_loop *loop)
 	if (loop->stop_fd >= 0)
 		close(loop->stop_fd);
 	loop->epoll_fd = loop->stop_fd = -1;
-	pthread_cond_destroy(&loop->changed);
-	pthread_mutex_destroy(&loop->lock);
+	if (loop->sync_ready) {
+		pthread_cond_destroy(&loop->changed);
+		pthread_mutex_destroy(&loop->lock);
+		loop->sync_ready = false;
+	}
 }

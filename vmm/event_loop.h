@@ -42,6 +42,8 @@ struct event_loop {
 	pthread_cond_t changed;
 	enum event_loop_want want;
 	bool parked;
+	bool exited;		    /* the thread ended on its own (an epoll_wait failure) */
+	bool sync_ready;	    /* lock and changed initialised */
 	const struct mote_log *log; /* for the thread's own failure; NULL: silent */
 };
 
@@ -72,8 +74,8 @@ int event_loop_remove(struct event_loop *loop, int fd);
  * ready. Returns how many handlers ran, or a negative errno. */
 int event_loop_run_once(struct event_loop *loop, int timeout_ms);
 
-/* Runs the loop on its own thread, or lets a parked one go on. 0 or a negative errno
- * (the thread could not be created). */
+/* Runs the loop on its own thread, or lets a parked one go on (one that ended on an
+ * error is replaced). 0 or a negative errno (the thread could not be created). */
 int event_loop_start(struct event_loop *loop);
 
 /* Parks the thread (no-op when it was not started): handlers are not running when this

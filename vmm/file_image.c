@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,7 +18,37 @@ const char *file_open_error(int err)
 {
 	if (err == -EMEDIUMTYPE)
 		return "not a regular file (a FIFO, socket or device)";
+	if (err == -EAGAIN)
+		return "replaced while it was being opened";
 	return strerror(-err);
+}
+
+int file_reopen(int fd, const char *path, int flags)
+{
+	char link[32];
+	struct stat was, st;
+
+	if (fstat(fd, &was) < 0)
+		return -errno;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	/* O_NONBLOCK while opening (dropped after): a FIFO never gets here, but open() must
+	 * not wait on anything. */
+	flags |= O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+	int again = open(link, flags);
+	if (again < 0 && errno == ENOENT)
+		again = open(path, flags);
+	if (again < 0)
+		return -errno;
+	int err = 0;
+	if (fstat(again, &st) < 0 || st.st_dev != was.st_dev || st.st_ino != was.st_ino)
+		err = -EAGAIN; /* without /proc, the path was replaced meanwhile */
+	else
+		err = file_drop_nonblock(again);
+	if (err) {
+		close(again);
+		return err;
+	}
+	return again;
 }
 
 int file_open_kind(const char *path, int flags, enum file_kind kind)
@@ -25,24 +56,14 @@ int file_open_kind(const char *path, int flags, enum file_kind kind)
 	struct stat st;
 
 	/* Look before opening: open() itself acts on some devices (a watchdog arms, a tape
-	 * rewinds), so what is not of the kind wanted is never opened at all. */
-	if (stat(path, &st) < 0)
+	 * rewinds), so what is not of the kind wanted is never opened at all. O_PATH opens
+	 * nothing but the name (open(2)). */
+	int path_fd = open(path, O_PATH | O_CLOEXEC);
+	if (path_fd < 0)
 		return -errno;
-	int err = file_kind_error(st.st_mode, kind);
-	if (err)
-		return err;
-	/* O_NONBLOCK: should the path be swapped for a FIFO after the look, open() still
-	 * cannot wait; the fstat() below refuses what was swapped in. */
-	int fd = open(path, flags | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return -errno;
-	err = fstat(fd, &st) < 0 ? -errno : file_kind_error(st.st_mode, kind);
-	if (!err)
-		err = file_drop_nonblock(fd);
-	if (err) {
-		close(fd);
-		return err;
-	}
+	int err = fstat(path_fd, &st) < 0 ? -errno : file_kind_error(st.st_mode, kind);
+	int fd = err ? err : file_reopen(path_fd, path, flags);
+	close(path_fd);
 	return fd;
 }
 

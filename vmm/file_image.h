@@ -25,10 +25,18 @@ enum file_kind {
 /* Opens path with flags (close-on-exec added) when it is a file of the kind wanted, the
  * way every file named by a user or a state file is opened. Anything else is refused
  * before it is opened (opening a FIFO with no writer waits; opening some devices acts
- * on them): -EISDIR for a directory, -EMEDIUMTYPE for a FIFO, socket or other device.
- * The fd (blocking for reads and writes), or a negative errno (-ENOENT, -EACCES, ... as
- * stat() or open() say). */
+ * on them): the name is opened O_PATH, which opens nothing, the file looked at, and
+ * only then opened for real (file_reopen). -EISDIR for a directory, -EMEDIUMTYPE for a
+ * FIFO, socket or other device. The fd (blocking for reads and writes), or a negative
+ * errno (-ENOENT, -EACCES, ... as open() says). */
 int file_open_kind(const char *path, int flags, enum file_kind kind);
+
+/* Opens the file fd refers to (fd may be an O_PATH one) anew with flags (close-on-exec
+ * and no controlling terminal added; blocking), through /proc/self/fd, so
+ * that no other file can take its place; without /proc, by path, and -EAGAIN if that is
+ * another file by then. The new fd, or a negative errno (-EINVAL: flags the file system
+ * refuses, such as O_DIRECT on tmpfs). */
+int file_reopen(int fd, const char *path, int flags);
 
 /* file_open_kind(path, O_RDONLY, FILE_REGULAR): kernels, initrds, state and memory
  * files. */

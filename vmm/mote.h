@@ -162,7 +162,8 @@ struct mote_vm;
  *   -EINVAL  config or vm_out NULL, or a configuration value out of range (guest
  *            memory that would end past the CPU's physical address width too);
  *   -ENOENT, -EACCES, -EISDIR, -ENOEXEC, -EFBIG  kernel, initrd or disk image unusable
- *            (-EMEDIUMTYPE too: a kernel or initrd that is a FIFO, socket or device);
+ *            (-EMEDIUMTYPE too: a kernel, initrd, disk image or overlay that is a FIFO,
+ *            socket or device; a disk image may be a block device);
  *   -EBUSY   a disk image is locked by another process (another VM uses it), or the
  *            vsock socket's directory stayed locked by another process for 2 s;
  *   -EADDRINUSE, -EEXIST, -ENAMETOOLONG  the vsock socket path is served by another
@@ -316,7 +317,9 @@ MOTE_API void mote_restore_config_init(struct mote_restore_config *config);
  * that is damaged or not mote's, or of another version; -EINVAL memory files that are
  * not this snapshot's: of another size or snapshot, diffs missing or out of order, or
  * (verify_memory) content that does not match its checksum; -ENOTSUP memory that this
- * CPU's physical address width cannot hold; others as mote_vm_create().
+ * CPU's physical address width cannot hold; -ENOENT, -EACCES, -EISDIR, -EMEDIUMTYPE a
+ * state, memory or layer file that is missing, unreadable, or not a regular file;
+ * others as mote_vm_create().
  * Each overlay disk's overlay is rebuilt from its layers under a temporary name and
  * takes the overlay's name last of all (or when the VM first runs, with
  * defer_disk_commit): a restore that fails leaves every overlay file as it was. */

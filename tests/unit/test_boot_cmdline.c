@@ -152,6 +152,8 @@ static void kernel_part_ends_at_a_double_dash_word_outside_quotes(void **state)
 	assert_int_equal(end, strlen("a=\"x y\" "));
 	assert_int_equal(cmdline_kernel_part("--", &end), 0);
 	assert_int_equal(end, 0);
+	assert_int_equal(cmdline_kernel_part("a \"--\" b", &end), 0);
+	assert_int_equal(end, 2);
 	/* Not words of their own: "--x", "x--", a tab-separated "--" is one. */
 	assert_int_equal(cmdline_kernel_part("--x x-- y", &end), 0);
 	assert_int_equal(end, strlen("--x x-- y"));
