@@ -449,7 +449,9 @@ deadline=$((start + timeout_s))
 attempt=1
 while :; do
 	boot_outer "$deadline"
-	[ -e "$run/stalled" ] || break
+	# A stall after the command's status was written (in the sync or poweroff that
+	# follow it) does not undo the command: its status stands.
+	[ -e "$run/stalled" ] && [ ! -f "$run/share/status" ] || break
 	if [ "$attempt" -ge "${MOTE_OUTER_ATTEMPTS:-3}" ]; then
 		echo "kvm-run: the outer guest stalled or crashed on every attempt" >&2
 		exit 124
@@ -465,14 +467,15 @@ done
 exec 3<&-
 keep_kallsyms
 
+# A status written is the command's, whatever ended QEMU afterwards.
+if [ -f "$run/share/status" ]; then
+	echo "kvm-run: outer guest done in $(($(date +%s) - start)) s" >&2
+	exit "$(cat "$run/share/status")"
+fi
 # 137: QEMU ignored the TERM and timeout -k killed it.
 if [ "$qemu_status" -eq 124 ] || [ "$qemu_status" -eq 137 ]; then
 	echo "kvm-run: outer guest killed: MOTE_OUTER_TIMEOUT=${timeout_s}s used up" >&2
 	exit 124
-fi
-if [ -f "$run/share/status" ]; then
-	echo "kvm-run: outer guest done in $(($(date +%s) - start)) s" >&2
-	exit "$(cat "$run/share/status")"
 fi
 if [ -f "$run/share/failure" ]; then
 	die "outer guest failed: $(cat "$run/share/failure")"
