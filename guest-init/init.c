@@ -16,6 +16,7 @@
 #include "../devices/debug_port.h"
 #include "agent.h"
 #include "agent_protocol.h"
+#include "cmdline_param.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -153,34 +154,6 @@ static const char *read_cmdline(void)
 	}
 	buf[len] = '\0';
 	return buf;
-}
-
-/* Finds the word `KEY=VALUE` (or a bare `KEY`, which yields "") in the command line.
- * The kernel keeps double quotes in /proc/cmdline, so a quoted VALUE runs to the
- * closing quote; otherwise to the next blank. Returns a malloc'd string or NULL. */
-static char *cmdline_value(const char *cmdline, const char *key)
-{
-	size_t key_len = strlen(key);
-
-	for (const char *p = cmdline; (p = strstr(p, key)) != NULL; p++) {
-		if (p != cmdline && p[-1] != ' ' && p[-1] != '\t')
-			continue;
-		const char *value = p + key_len;
-		if (*value == '\0' || *value == ' ' || *value == '\t' || *value == '\n')
-			return strdup("");
-		if (*value++ != '=')
-			continue;
-		size_t n;
-		if (*value == '"') {
-			value++;
-			const char *end = strchr(value, '"');
-			n = end ? (size_t)(end - value) : strcspn(value, "\n");
-		} else {
-			n = strcspn(value, " \t\n");
-		}
-		return strndup(value, n);
-	}
-	return NULL;
 }
 
 /* `mote.agent` alone means the default port; returns 0 when the agent is not asked
