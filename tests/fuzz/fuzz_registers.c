@@ -15,8 +15,7 @@
 #include "devices/debug_port.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
-#include "fuzz_mmio_driver.h"
-#include "virtio/blk.h"
+#include "fuzz_blk_disk.h"
 #include "vmm/bus.h"
 
 #define RAM_SIZE (16 << 20) /* guest memory's smallest size */
@@ -89,21 +88,13 @@ static struct harness *harness_get(void)
 {
 	static struct harness h;
 	static int state; /* 0 new, 1 ready, -1 failed */
-	char path[] = "/dev/shm/mote-fuzz-regs-XXXXXX";
 
 	if (state)
 		return state > 0 ? &h : NULL;
 	state = -1;
-	int fd = mkstemp(path);
-	if (fd < 0 || ftruncate(fd, IMAGE_SIZE) < 0)
-		return NULL;
-	close(fd);
-	struct virtio_blk_options options = {.path = path, .id = "fuzz"};
 	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
-	    virtio_blk_create(&options, &h.mem, &h.loop, NULL, &h.blk) ||
-	    fuzz_mmio_attach(&h.mmio, virtio_blk_vdev(h.blk), &h.loop, 1))
+	    fuzz_blk_disk_create(&h.mem, &h.loop, IMAGE_SIZE, false, &h.blk, &h.mmio))
 		return NULL;
-	unlink(path);
 	serial_init(&h.serial, -1, &serial_ops, NULL);
 	i8042_init(&h.i8042, no_reset, NULL);
 	i8042_connect_irq(&h.i8042, no_pulse);
@@ -136,8 +127,9 @@ static void run_op(struct harness *h, const struct fuzz_op *op)
 	if (op->kind & 1) {
 		/* Mostly onto a device's ports (serial's eight registers), sometimes
 		 * anywhere: an unclaimed port must read as all ones. */
-		uint16_t port = op->where & 0x8000 ? op->where
-						   : (uint16_t)(ports[op->where % 4] + (op->where >> 2) % 8);
+		uint16_t port = op->where & 0x8000
+				    ? op->where
+				    : (uint16_t)(ports[op->where % 4] + (op->where >> 2) % 8);
 		bus_dispatch(&h->pio, port, buf, len, is_write);
 	} else {
 		virtio_mmio_access(&h->mmio, op->where % MMIO_WINDOW, buf, len, is_write);

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "fuzz_mmio_driver.h"
-#include "virtio/blk.h"
+#include "fuzz_blk_disk.h"
 
 #define RAM_SIZE (16 << 20)
 #define RING_BASE 0x10000ULL /* descriptors here, avail +0x1000, used +0x2000 */
@@ -33,31 +32,18 @@ static struct harness *harness_get(void)
 {
 	static struct harness h;
 	static int state; /* 0 new, 1 ready, -1 failed */
-	char path[] = "/dev/shm/mote-fuzz-blk-XXXXXX";
-	char overlay[] = "/dev/shm/mote-fuzz-blk-overlay-XXXXXX";
+#ifdef FUZZ_BLK_OVERLAY
+	const bool overlay = true;
+#else
+	const bool overlay = false;
+#endif
 
 	if (state)
 		return state > 0 ? &h : NULL;
 	state = -1;
-	int fd = mkstemp(path);
-	if (fd < 0 || ftruncate(fd, IMAGE_SIZE) < 0)
-		return NULL;
-	close(fd);
-	struct virtio_blk_options options = {.path = path, .id = "fuzz"};
-#ifdef FUZZ_BLK_OVERLAY
-	/* An odd size: the last cluster of the overlay is partly past the image's end. */
-	if ((fd = mkstemp(overlay)) < 0 || truncate(path, IMAGE_SIZE - 1000) < 0)
-		return NULL;
-	close(fd);
-	options.overlay = overlay;
-#endif
 	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
-	    virtio_blk_create(&options, &h.mem, &h.loop, NULL, &h.blk) ||
-	    fuzz_mmio_attach(&h.mmio, virtio_blk_vdev(h.blk), &h.loop, 1))
+	    fuzz_blk_disk_create(&h.mem, &h.loop, IMAGE_SIZE, overlay, &h.blk, &h.mmio))
 		return NULL;
-	unlink(path); /* the open fds keep them */
-	if (options.overlay)
-		unlink(overlay);
 	state = 1;
 	return &h;
 }
