@@ -38,7 +38,7 @@ cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TE
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
 for target in fuzz_kernel_loader fuzz_config_file fuzz_api_request fuzz_api_http fuzz_virtio_blk \
 	fuzz_virtio_blk_overlay fuzz_virtio_net fuzz_virtio_vsock fuzz_device_state fuzz_agent_client \
-	fuzz_small_parsers fuzz_registers; do
+	fuzz_small_parsers fuzz_registers fuzz_port_state; do
 	corpus=build/fuzz/corpus-$target
 	mkdir -p "$corpus"
 	# -timeout: one input running 60 s is a hang, reported as such (the default is 1200
