@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/i8042.h"
-#include "devices/serial.h"
+#include "fuzz_port_devices.h"
 #include "vmm/snapshot_stream.h"
 
 #define MAX_SECTION 4096
@@ -29,31 +28,6 @@ struct harness {
 	struct i8042 i8042;
 	struct template serial_template, i8042_template;
 };
-
-static void no_irq(void *opaque, bool level)
-{
-	(void)opaque;
-	(void)level;
-}
-
-static void no_event(void *opaque, enum serial_event event, const char *line)
-{
-	(void)opaque;
-	(void)event;
-	(void)line;
-}
-
-static void no_reset(void *opaque)
-{
-	(void)opaque;
-}
-
-static void no_pulse(void *opaque)
-{
-	(void)opaque;
-}
-
-static const struct serial_ops serial_ops = {.set_irq = no_irq, .event = no_event};
 
 static int keep(struct snap_writer *w, struct template *t)
 {
@@ -74,9 +48,7 @@ static struct harness *harness_get(void)
 	if (state)
 		return state > 0 ? &h : NULL;
 	state = -1;
-	serial_init(&h.serial, -1, &serial_ops, NULL);
-	i8042_init(&h.i8042, no_reset, NULL);
-	i8042_connect_irq(&h.i8042, no_pulse);
+	fuzz_port_devices_init(&h.serial, &h.i8042);
 	serial_receive(&h.serial, (const uint8_t *)"typed", 5);
 	if (i8042_send_ctrl_alt_del(&h.i8042) != 0)
 		return NULL;

@@ -13,8 +13,7 @@
 #include <unistd.h>
 
 #include "devices/debug_port.h"
-#include "devices/i8042.h"
-#include "devices/serial.h"
+#include "fuzz_port_devices.h"
 #include "fuzz_blk_disk.h"
 #include "vmm/bus.h"
 
@@ -38,36 +37,11 @@ struct harness {
 	struct debug_port debug_port;
 };
 
-static void no_irq(void *opaque, bool level)
-{
-	(void)opaque;
-	(void)level;
-}
-
-static void no_event(void *opaque, enum serial_event event, const char *line)
-{
-	(void)opaque;
-	(void)event;
-	(void)line;
-}
-
-static void no_reset(void *opaque)
-{
-	(void)opaque;
-}
-
-static void no_pulse(void *opaque)
-{
-	(void)opaque;
-}
-
 static void no_notify(void *opaque, enum debug_port_event event)
 {
 	(void)opaque;
 	(void)event;
 }
-
-static const struct serial_ops serial_ops = {.set_irq = no_irq, .event = no_event};
 
 /* The port ranges as vm.c registers them. */
 static int register_ports(struct harness *h)
@@ -95,9 +69,7 @@ static struct harness *harness_get(void)
 	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
 	    fuzz_blk_disk_create(&h.mem, &h.loop, IMAGE_SIZE, false, &h.blk, &h.mmio))
 		return NULL;
-	serial_init(&h.serial, -1, &serial_ops, NULL);
-	i8042_init(&h.i8042, no_reset, NULL);
-	i8042_connect_irq(&h.i8042, no_pulse);
+	fuzz_port_devices_init(&h.serial, &h.i8042);
 	debug_port_init(&h.debug_port, no_notify, NULL);
 	if (register_ports(&h))
 		return NULL;
