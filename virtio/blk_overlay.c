@@ -92,9 +92,9 @@ static bool same_file(const struct stat *a, const struct stat *b)
 	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-/* Opens path, creating it when missing; *created says whether this call made the name
- * (not so through a dangling link, whose target it creates). The fd, or a negative
- * errno. */
+/* Opens path, a regular file, creating it when missing; *created says whether this call
+ * made the name (not so through a dangling link, whose target it creates). The fd, or a
+ * negative errno: -EISDIR or -EMEDIUMTYPE for a path that is no regular file. */
 static int overlay_open_or_create(const char *path, bool *created)
 {
 	/* O_NONBLOCK: a FIFO swapped in after the look must not hang open() either. */
@@ -110,7 +110,11 @@ static int overlay_open_or_create(const char *path, bool *created)
 		fd = open(path, flags | O_CREAT, 0644);
 	if (fd < 0)
 		return -errno;
-	int err = file_drop_nonblock(fd);
+	/* Another kind of file may have taken the name since the look. */
+	struct stat st;
+	int err = fstat(fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0 : -EMEDIUMTYPE;
+	if (!err)
+		err = file_drop_nonblock(fd);
 	if (err) {
 		close(fd);
 		return err;
@@ -140,10 +144,6 @@ static int overlay_open_file(struct blk_overlay *ov, const struct stat *base, st
 		}
 		if (fstat(ov->fd, st) != 0)
 			return overlay_host_error(ov, path, "fstat");
-		if (!S_ISREG(st->st_mode)) {
-			log_error(&ov->log, "disk %s: an overlay must be a regular file", path);
-			return -EISDIR;
-		}
 		if (same_file(st, base)) {
 			log_error(&ov->log, "disk %s: the overlay is the disk's image itself",
 				  path);

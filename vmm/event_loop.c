@@ -160,30 +160,29 @@ static void *event_loop_thread(void *arg)
 	return NULL;
 }
 
-/* Asks the thread to do what; the eventfd wakes it from epoll_wait to look. */
-static void event_loop_tell(struct event_loop *loop, enum event_loop_want want)
+/* Asks the thread to do what: a parked one waits on changed; to park or end, a running
+ * one is woken from epoll_wait by the eventfd. Whether the thread had ended on its own
+ * (an epoll_wait failure). */
+static bool event_loop_tell(struct event_loop *loop, enum event_loop_want want)
 {
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&loop->lock);
 	loop->want = want;
+	bool exited = loop->exited;
 	pthread_cond_broadcast(&loop->changed);
 	pthread_mutex_unlock(&loop->lock);
-	if (write(loop->stop_fd, &one, sizeof(one)) < 0) {
+	if (want != EVENT_LOOP_RUN && write(loop->stop_fd, &one, sizeof(one)) < 0) {
 		/* A nonblocking eventfd only refuses a write at its maximum count: the
 		 * thread has been told already. */
 	}
+	return exited;
 }
 
 int event_loop_start(struct event_loop *loop)
 {
 	if (loop->thread_started) {
-		pthread_mutex_lock(&loop->lock);
-		bool exited = loop->exited;
-		loop->want = EVENT_LOOP_RUN;
-		pthread_cond_broadcast(&loop->changed);
-		pthread_mutex_unlock(&loop->lock);
-		if (!exited)
+		if (!event_loop_tell(loop, EVENT_LOOP_RUN))
 			return 0;
 		pthread_join(loop->thread, NULL);
 		loop->thread_started = false;

@@ -422,10 +422,11 @@ static int vm_read_state_file(const char *path, uint8_t **data, size_t *len,
 		log_error(log, "state file %s: %s", path, file_open_error(fd));
 		return fd;
 	}
+	/* file_open_read() opened a regular file, or nothing. */
 	int ret = 0;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_error(log, "state file %s: not a regular file", path);
-		ret = -EINVAL;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		log_error(log, "state file %s: %s", path, strerror(-ret));
 	} else if ((uint64_t)st.st_size > SNAP_HEADER_SIZE + (uint64_t)SNAP_MAX_PAYLOAD) {
 		log_error(log, "state file %s: too large for a mote snapshot", path);
 		ret = -EPROTO;
