@@ -3,10 +3,10 @@
  * cmdline_check() refuses it. */
 #include "cmdline.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <string.h>
+
+#include "cmdline_param.h"
 
 void cmdline_init(struct cmdline *cl, const char *base)
 {
@@ -55,27 +55,18 @@ int cmdline_check(const struct cmdline *cl, size_t max_len)
 
 int cmdline_kernel_part(const char *line, size_t *end)
 {
-	bool in_quote = false;
-	size_t i = 0;
+	struct cmdline_param param;
 
-	while (line[i]) {
-		while (line[i] && isspace((unsigned char)line[i]))
-			i++;
-		size_t word = i;
-		while (line[i] && (in_quote || !isspace((unsigned char)line[i]))) {
-			if (line[i] == '"')
-				in_quote = !in_quote;
-			i++;
-		}
+	for (const char *p = line; cmdline_next(&p, &param);) {
+		/* A quote left open is refused even if what it swallowed starts "--". */
+		if (param.unclosed)
+			return -EINVAL;
 		/* next_arg() takes the quotes off a word quoted whole: "--" ends them too. */
-		size_t len = i - word;
-		const char *w = line + word;
-		if ((len == 2 && memcmp(w, "--", 2) == 0) ||
-		    (len == 4 && memcmp(w, "\"--\"", 4) == 0)) {
-			*end = word;
+		if (!param.value && param.name_len == 2 && memcmp(param.name, "--", 2) == 0) {
+			*end = (size_t)(param.word - line);
 			return 0;
 		}
 	}
-	*end = i;
-	return in_quote ? -EINVAL : 0;
+	*end = strlen(line);
+	return 0;
 }

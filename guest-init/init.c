@@ -16,7 +16,7 @@
 #include "../devices/debug_port.h"
 #include "agent.h"
 #include "agent_protocol.h"
-#include "cmdline_param.h"
+#include "../boot/cmdline_param.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * buffers of exactly its size, so that ASan sees any read past the end):
  * - cmdline_kernel_part (boot/cmdline.c): where the kernel's own parameters end; the
  *   end it reports must be inside the line and start a "--" word when not at its end;
- * - guest-init's cmdline_next/cmdline_value (guest-init/cmdline_param.c): every
+ * - guest-init's cmdline_next/cmdline_value (boot/cmdline_param.c): every
  *   parameter it splits lies inside the line, and the walk always moves on;
  * - size_parse and uint_parse (vmm/size_parse.c), json_text_* (vmm/json_text.c). */
 #include <stdbool.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "boot/cmdline.h"
-#include "guest-init/cmdline_param.h"
+#include "boot/cmdline_param.h"
 #include "vmm/json_text.h"
 #include "vmm/size_parse.h"
 

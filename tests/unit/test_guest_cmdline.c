@@ -1,4 +1,4 @@
-/* guest-init's reading of the kernel command line (guest-init/cmdline_param.h): values
+/* guest-init's reading of the kernel command line (boot/cmdline_param.h): values
  * as the kernel's next_arg() gives them, and a word inside another's quoted value is
  * not a parameter of its own. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "guest-init/cmdline_param.h"
+#include "boot/cmdline_param.h"
 
 static void value_is(const char *line, const char *key, const char *want)
 {

@@ -1,16 +1,19 @@
-/* guest-init's reading of the kernel command line (/proc/cmdline): parameters split as
- * the kernel splits them, so that a word inside another's quoted value is part of that
- * value and not a parameter of its own. */
-#ifndef MOTE_GUEST_CMDLINE_PARAM_H
-#define MOTE_GUEST_CMDLINE_PARAM_H
+/* The kernel command line's parameters split as the kernel splits them, so that a word
+ * inside another's quoted value is part of that value and not a parameter of its own:
+ * guest-init reads /proc/cmdline with it, and the monitor finds where the kernel's own
+ * parameters end (cmdline_kernel_part). */
+#ifndef MOTE_BOOT_CMDLINE_PARAM_H
+#define MOTE_BOOT_CMDLINE_PARAM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
 /* One parameter, pointing into the line. */
 struct cmdline_param {
+	const char *word;	  /* where it starts, an opening quote included */
 	const char *name, *value; /* value NULL: no '=' */
 	size_t name_len, value_len;
+	bool unclosed; /* a double quote in it is never closed: it runs to the line's end */
 };
 
 /* Splits the parameter at *p as the kernel's next_arg() (lib/cmdline.c) does: words

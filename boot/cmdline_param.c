@@ -1,4 +1,4 @@
-/* The kernel command line's parameters, as guest-init reads them (cmdline_param.h). */
+/* The kernel command line's parameters (cmdline_param.h). */
 #include "cmdline_param.h"
 
 #include <ctype.h>
@@ -15,6 +15,7 @@ bool cmdline_next(const char **p, struct cmdline_param *param)
 		s++;
 	if (!*s)
 		return false;
+	const char *word = s;
 	if (*s == '"') {
 		s++;
 		in_quote = quoted = true;
@@ -29,7 +30,8 @@ bool cmdline_next(const char **p, struct cmdline_param *param)
 	size_t end = i;
 	if ((quoted || (equals && s[equals + 1] == '"')) && end > 0 && s[end - 1] == '"')
 		end--; /* the closing quote */
-	*param = (struct cmdline_param){.name = s, .name_len = equals ? equals : end};
+	*param = (struct cmdline_param){
+	    .word = word, .name = s, .name_len = equals ? equals : end, .unclosed = in_quote};
 	if (equals) {
 		param->value = s + equals + 1;
 		if (*param->value == '"' && param->value < s + end)
