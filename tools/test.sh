@@ -36,19 +36,18 @@ cmake --build build/clang -j"$(nproc)" >/dev/null
 stage "fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
-for target in fuzz_kernel_loader fuzz_config_file fuzz_api_request fuzz_api_http fuzz_virtio_blk \
-	fuzz_virtio_blk_overlay fuzz_virtio_net fuzz_virtio_vsock fuzz_device_state fuzz_agent_client \
-	fuzz_small_parsers fuzz_registers fuzz_port_state; do
+# Every target tests/fuzz/CMakeLists.txt defines (mote_fuzz_target), none forgotten.
+while read -r target; do
 	corpus=build/fuzz/corpus-$target
 	mkdir -p "$corpus"
 	# -timeout: one input running 60 s is a hang, reported as such (the default is 1200
 	# s); crash inputs are kept under build/fuzz, not in the work tree's root.
 	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
 		-timeout=60 -artifact_prefix=build/fuzz/$target- \
-		"$corpus" >build/fuzz/$target.log 2>&1 ||
+		"$corpus" </dev/null >build/fuzz/$target.log 2>&1 ||
 		{ tail -40 build/fuzz/$target.log; echo "fuzz: $target found a crash" >&2; exit 1; }
 	tail -1 build/fuzz/$target.log
-done
+done <build/fuzz/fuzz-targets.txt
 
 stage "unit tests"
 ctest --test-dir build/test --output-on-failure
