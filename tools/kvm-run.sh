@@ -34,6 +34,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ $# -ge 1 ] || { echo "usage: $0 [--] CMD ARGS..." >&2; exit 2; }
 
 die() { echo "kvm-run: $*" >&2; exit 125; }
+# A step that fails under set -e (a download, a cpio, a mkfs) is the outer guest
+# failing before it reported a status: 125, as documented, rather than that step's own
+# status, which a caller would take for the command's. errtrace: in functions too.
+set -E
+# shellcheck disable=SC2154 # status is set in the trap's own text
+trap 'status=$?; echo "kvm-run: line $LINENO: a step failed (status $status)" >&2; exit 125' ERR
 
 # Usable means openable and backed by hardware virtualisation. Some sandboxes expose a
 # /dev/kvm without svm/vmx in the CPU flags whose guests die on the first XRSTOR.
