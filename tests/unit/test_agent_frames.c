@@ -176,6 +176,21 @@ static void huge_argument_count_gets_einval_without_allocating_it(void **state)
 	assert_int_equal(expect_error(f, 2, NULL), E2BIG);
 }
 
+/* Counts within the limits but beyond what the payload holds: each missing string
+ * used to take a byte of an arena sized by the payload, 8192 of them past its end. */
+static void counts_beyond_the_payload_get_eproto(void **state)
+{
+	struct wire_fixture *f = *state;
+	uint8_t payload[12] = {0};
+
+	wire_expect_hello(f);
+	agent_le32_put(payload + 4, AGENT_MAX_ARGS);
+	agent_le32_put(payload + 8, AGENT_MAX_ENV);
+	send_exec_bytes(f, 1, payload, sizeof(payload));
+	assert_int_equal(expect_error(f, 1, NULL), EPROTO);
+	expect_still_serving(f, 2);
+}
+
 static void unknown_exec_flags_get_einval(void **state)
 {
 	struct wire_fixture *f = *state;
@@ -417,6 +432,7 @@ int main(void)
 	    T(nul_inside_an_argument_gets_eproto),
 	    T(exec_without_arguments_gets_einval),
 	    T(huge_argument_count_gets_einval_without_allocating_it),
+	    T(counts_beyond_the_payload_get_eproto),
 	    T(unknown_exec_flags_get_einval),
 	    T(env_entry_without_a_value_gets_einval),
 	    T(request_id_zero_gets_einval),
