@@ -36,17 +36,28 @@ cmake --build build/clang -j"$(nproc)" >/dev/null
 stage "fuzz (${MOTE_FUZZ_SECONDS:=20} s per target)"
 cmake -S . -B build/fuzz -DCMAKE_C_COMPILER=clang -DMOTE_FUZZ=ON -DMOTE_BUILD_TESTS=OFF >/dev/null
 cmake --build build/fuzz -j"$(nproc)" >/dev/null
+# Each target also starts from the inputs earlier runs on this machine found, kept
+# outside the work tree as the guest kernel is, so that its seconds go further each run
+# instead of rediscovering the same; a machine without them starts empty. New inputs
+# land in the first directory and are added to the kept ones after a clean run, up to
+# MOTE_FUZZ_KEEP (1000) files a target, which bounds the time replaying them takes.
+corpus_cache=${MOTE_CACHE:-/var/cache/mote}/fuzz-corpus
 # Every target tests/fuzz/CMakeLists.txt defines (mote_fuzz_target), none forgotten.
 while read -r target; do
 	corpus=build/fuzz/corpus-$target
+	kept=$corpus_cache/$target
 	mkdir -p "$corpus"
+	mkdir -p "$kept" 2>/dev/null || kept=
 	# -timeout: one input running 60 s is a hang, reported as such (the default is 1200
 	# s); crash inputs are kept under build/fuzz, not in the work tree's root.
 	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
 		-timeout=60 -artifact_prefix=build/fuzz/$target- \
-		"$corpus" </dev/null >build/fuzz/$target.log 2>&1 ||
+		"$corpus" ${kept:+"$kept"} </dev/null >build/fuzz/$target.log 2>&1 ||
 		{ tail -40 build/fuzz/$target.log; echo "fuzz: $target found a crash" >&2; exit 1; }
 	tail -1 build/fuzz/$target.log
+	if [ -n "$kept" ] && [ "$(find "$kept" -type f | wc -l)" -lt "${MOTE_FUZZ_KEEP:-1000}" ]; then
+		cp -rn "$corpus"/. "$kept"/ || :
+	fi
 done <build/fuzz/fuzz-targets.txt
 
 stage "unit tests"
