@@ -16,13 +16,13 @@
 #include <unistd.h>
 
 #include "fuzz_mmio_driver.h"
+#include "fuzz_mmio_state.h"
 #include "virtio/net.h"
 
 #define RAM_SIZE (16 << 20)
 #define RING_BASE 0x10000ULL /* per queue q: + q * 0x4000, avail +0x1000, used +0x2000 */
 #define BUFFER_BASE 0x20000ULL
 #define BUFFER_SIZE 0x20000ULL
-#define MAX_SECTION 4096
 #define HDR_LEN 12
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -34,8 +34,7 @@ struct harness {
 	struct virtio_mmio mmio;
 	int fd;	  /* the device's end */
 	int peer; /* the host's end */
-	uint8_t template[MAX_SECTION];
-	size_t template_len;
+	struct fuzz_section template;
 	uint8_t frame[HDR_LEN + 1500];
 };
 
@@ -45,19 +44,9 @@ struct harness {
 static int save_template(struct harness *h)
 {
 	struct vdev *dev = virtio_net_vdev(h->net);
-	struct snap_writer w;
 
 	fuzz_mmio_bring_up(&h->mmio, (uint32_t)dev->ops->features(dev), RING_BASE, 0x4000, 2);
-	snap_writer_init(&w);
-	int ret = virtio_mmio_save(&h->mmio, &w);
-	if (!ret && (w.error || w.len > MAX_SECTION))
-		ret = -1;
-	if (!ret) {
-		memcpy(h->template, w.buf, w.len);
-		h->template_len = w.len;
-	}
-	snap_writer_free(&w);
-	return ret;
+	return fuzz_section_save(&h->mmio, &h->template);
 }
 
 /* Created once: per-input setup would dominate the run. */
@@ -104,16 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (unsigned q = 0; q < 2; q++)
 		fuzz_lay_out_queue(ring + q * 0x4000, &in.queue[q], BUFFER_BASE, BUFFER_SIZE);
 
-	const uint8_t *mask = data + sizeof(in);
-	size_t len = size - sizeof(in) < MAX_SECTION ? size - sizeof(in) : MAX_SECTION;
-	/* A buffer of exactly len bytes, so that ASan sees a read past the section. */
-	uint8_t *section = malloc(len ? len : 1);
-	if (!section)
-		abort();
-	for (size_t i = 0; i < len; i++)
-		section[i] = (i < h->template_len ? h->template[i] : 0) ^ mask[i];
-	struct snap_reader r = {.data = section, .len = len};
-	if (virtio_mmio_load(&h->mmio, &r) == 0 && snap_reader_finish(&r) == 0) {
+	/* The rest of the input is the mask, as long as the section it gives. */
+	struct fuzz_section_input section = {
+	    .len = size - sizeof(in), .mask = data + sizeof(in), .mask_len = size - sizeof(in)};
+	if (fuzz_section_load(&h->mmio, &h->template, &section) == 0) {
 		virtio_mmio_restored(&h->mmio);
 		memset(h->frame, 0, sizeof(h->frame));
 		(void)send(h->peer, h->frame, sizeof(h->frame), MSG_DONTWAIT);
@@ -122,7 +105,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int i = 0; i < 16 && event_loop_run_once(&h->loop, 0) > 0; i++) {
 		}
 	}
-	free(section);
 	/* The next input starts from power-on, with nothing left in the pair. */
 	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_STATUS, 0);
 	while (recv(h->peer, h->frame, sizeof(h->frame), MSG_DONTWAIT) >= 0) {

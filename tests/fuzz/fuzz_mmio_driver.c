@@ -53,8 +53,25 @@ void fuzz_write_desc(uint8_t *table, unsigned i, uint64_t addr, uint32_t len, ui
 	memcpy(table + i * 16 + 14, &next, 2);
 }
 
+void fuzz_offer(uint8_t *ring, uint16_t head)
+{
+	uint16_t idx;
+
+	memcpy(&idx, ring + FUZZ_AVAIL_OFFSET + 2, 2); /* avail: flags, idx, ring[] */
+	memcpy(ring + FUZZ_AVAIL_OFFSET + 4 + 2 * (idx % FUZZ_QUEUE_SIZE), &head, 2);
+	idx++;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(ring + FUZZ_AVAIL_OFFSET + 2, &idx, 2);
+}
+
 void fuzz_lay_out_queue(uint8_t *ring, const struct fuzz_queue *in, uint64_t buffer_base,
 			uint64_t buffer_size)
+{
+	fuzz_lay_out_queue_from(ring, in, 0, buffer_base, buffer_size);
+}
+
+void fuzz_lay_out_queue_from(uint8_t *ring, const struct fuzz_queue *in, uint16_t first,
+			     uint64_t buffer_base, uint64_t buffer_size)
 {
 	for (unsigned i = 0; i < FUZZ_QUEUE_SIZE; i++) {
 		uint64_t addr = in->desc[i].addr;
@@ -63,7 +80,10 @@ void fuzz_lay_out_queue(uint8_t *ring, const struct fuzz_queue *in, uint64_t buf
 		fuzz_write_desc(ring, i, addr, in->desc[i].len, in->desc[i].flags,
 				in->desc[i].next);
 	}
-	uint16_t avail_idx = in->avail_count;
-	memcpy(ring + FUZZ_AVAIL_OFFSET + 2, &avail_idx, 2); /* avail: flags, idx, ring[] */
-	memcpy(ring + FUZZ_AVAIL_OFFSET + 4, in->avail, sizeof(in->avail));
+	/* The chains after first fill the ring's slots from first's on, round it. */
+	for (unsigned i = 0; i < FUZZ_QUEUE_SIZE; i++)
+		memcpy(ring + FUZZ_AVAIL_OFFSET + 4 + 2 * ((first + i) % FUZZ_QUEUE_SIZE),
+		       &in->avail[i], 2);
+	uint16_t avail_idx = (uint16_t)(first + in->avail_count);
+	memcpy(ring + FUZZ_AVAIL_OFFSET + 2, &avail_idx, 2);
 }

@@ -44,10 +44,18 @@ void fuzz_mmio_bring_up(struct virtio_mmio *mmio, uint32_t features, uint64_t ri
 void fuzz_write_desc(uint8_t *table, unsigned i, uint64_t addr, uint32_t len, uint16_t flags,
 		     uint16_t next);
 
+/* Makes the chain at head available in the ring block at ring, after those before. */
+void fuzz_offer(uint8_t *ring, uint16_t head);
+
 /* Writes in's descriptor table and avail ring into the ring block at ring. Addresses
  * below 2^48 are folded into [buffer_base, buffer_base + buffer_size), so that most
  * chains reach the device's checks; others stay as they are and must be refused. */
 void fuzz_lay_out_queue(uint8_t *ring, const struct fuzz_queue *in, uint64_t buffer_base,
 			uint64_t buffer_size);
+
+/* The same for a device that has taken first chains already (its last_avail_idx): in's
+ * chains are the ones the driver made available after those. */
+void fuzz_lay_out_queue_from(uint8_t *ring, const struct fuzz_queue *in, uint16_t first,
+			     uint64_t buffer_base, uint64_t buffer_size);
 
 #endif

@@ -13,11 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
-#include "fuzz_mmio_driver.h"
-#include "virtio/vsock.h"
+#include "fuzz_vsock_device.h"
 #include "virtio/vsock_packet.h"
 
 #define RAM_SIZE (16 << 20)
@@ -38,69 +36,31 @@ struct harness {
 	struct event_loop loop;
 	struct virtio_vsock *vsock;
 	struct virtio_mmio mmio;
-	char dir[32];
-	char uds_path[96];
+	const char *uds_path;
 	char listener_path[128];
 	int listener; /* a host program on "<uds_path>_5" */
 };
 
-static struct harness the_harness;
-
-/* The sockets live in a directory of their own, removed when the fuzzer exits. */
-static void harness_cleanup(void)
-{
-	struct harness *h = &the_harness;
-
-	virtio_vsock_destroy(h->vsock); /* removes uds_path */
-	h->vsock = NULL;
-	unlink(h->listener_path);
-	rmdir(h->dir);
-}
-
-static int unix_socket_at(const char *path, bool listen_there)
-{
-	struct sockaddr_un addr = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	if (fd < 0 || strlen(path) >= sizeof(addr.sun_path))
-		return -1;
-	memcpy(addr.sun_path, path, strlen(path) + 1);
-	int ok = listen_there
-		     ? bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(fd, 64) == 0
-		     : connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0;
-	if (!ok) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* Created once: per-input setup would dominate the run. */
 static struct harness *harness_get(void)
 {
+	static struct harness h;
 	static int state; /* 0 new, 1 ready, -1 failed */
-	struct harness *h = &the_harness;
 
 	if (state)
-		return state > 0 ? h : NULL;
+		return state > 0 ? &h : NULL;
 	state = -1;
-	snprintf(h->dir, sizeof(h->dir), "/tmp/mote-fuzz-vsock-XXXXXX");
-	if (!mkdtemp(h->dir))
-		return NULL;
-	atexit(harness_cleanup);
-	snprintf(h->uds_path, sizeof(h->uds_path), "%s/v.sock", h->dir);
-	snprintf(h->listener_path, sizeof(h->listener_path), "%s_%d", h->uds_path, HOST_PORT);
 	/* Short timeouts, so that inputs reach them too. */
-	struct virtio_vsock_options options = {
-	    .guest_cid = 3, .uds_path = h->uds_path, .timeout_ms = 1};
-	h->listener = unix_socket_at(h->listener_path, true);
-	if (h->listener < 0 || guest_memory_create(&h->mem, RAM_SIZE, NULL) ||
-	    event_loop_init(&h->loop) ||
-	    virtio_vsock_create(&options, &h->mem, &h->loop, NULL, &h->vsock) ||
-	    fuzz_mmio_attach(&h->mmio, virtio_vsock_vdev(h->vsock), &h->loop, 3))
+	if (guest_memory_create(&h.mem, RAM_SIZE, NULL) || event_loop_init(&h.loop) ||
+	    fuzz_vsock_device_create(&h.mem, &h.loop, 1, &h.vsock, &h.mmio, &h.uds_path))
+		return NULL;
+	/* In the device's directory, removed with it. */
+	snprintf(h.listener_path, sizeof(h.listener_path), "%s_%d", h.uds_path, HOST_PORT);
+	h.listener = fuzz_unix_socket(h.listener_path, true);
+	if (h.listener < 0)
 		return NULL;
 	state = 1;
-	return h;
+	return &h;
 }
 
 /* The input, read as a driver's and the host's work. Its head says how: the mode
@@ -152,17 +112,6 @@ static uint8_t *ring(struct harness *h, unsigned q)
 	return ram_at(h, RING_BASE + q * 0x3000ULL, 0x3000);
 }
 
-static void offer(uint8_t *q, uint16_t head)
-{
-	uint16_t idx;
-
-	memcpy(&idx, q + 0x1000 + 2, 2);
-	memcpy(q + 0x1000 + 4 + 2 * (idx % QUEUE_SIZE), &head, 2);
-	idx++;
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	memcpy(q + 0x1000 + 2, &idx, 2);
-}
-
 static void lay_out_rx_and_events(struct harness *h, const struct fuzz_head *head)
 {
 	uint8_t *rx = ring(h, 0), *event = ring(h, 2);
@@ -173,11 +122,11 @@ static void lay_out_rx_and_events(struct harness *h, const struct fuzz_head *hea
 		uint16_t flags = head->rx_len[i] & 0x8000 ? 0 : 2; /* VRING_DESC_F_WRITE */
 		uint32_t len = (uint32_t)((head->rx_len[i] & 0x7fff) % RX_BUFFER_SIZE);
 		fuzz_write_desc(rx, i, RX_BASE + i * RX_BUFFER_SIZE, len, flags, 0);
-		offer(rx, i);
+		fuzz_offer(rx, i);
 	}
 	for (uint16_t i = 0; i < 2; i++) {
 		fuzz_write_desc(event, i, EVENT_BASE + 16 * i, 8, 2, 0);
-		offer(event, i);
+		fuzz_offer(event, i);
 	}
 }
 
@@ -207,7 +156,7 @@ static void offer_packets(struct harness *h, uint8_t mode, const uint8_t *data, 
 		memcpy(&hdr, data + *used, sizeof(hdr));
 		*used += sizeof(hdr);
 		if (!(mode & MODE_RAW_CIDS)) {
-			hdr.src_cid = htole64(3);
+			hdr.src_cid = htole64(FUZZ_VSOCK_GUEST_CID);
 			hdr.dst_cid = htole64(VSOCK_HOST_CID);
 			hdr.type = htole16(VIRTIO_VSOCK_TYPE_STREAM);
 			hdr.op = htole16(le16toh(hdr.op) % 8);
@@ -227,7 +176,7 @@ static void offer_packets(struct harness *h, uint8_t mode, const uint8_t *data, 
 		fuzz_write_desc(tx, 2 * i, addr, VSOCK_HDR_SIZE, payload ? 1 : 0,
 				(uint16_t)(2 * i + 1));
 		fuzz_write_desc(tx, 2 * i + 1, addr + VSOCK_HDR_SIZE, (uint32_t)payload, 0, 0);
-		offer(tx, (uint16_t)(2 * i));
+		fuzz_offer(tx, (uint16_t)(2 * i));
 	}
 }
 
@@ -251,7 +200,7 @@ static void drain_rx(struct harness *h, uint16_t *seen, struct request_seen *req
 		if (len >= sizeof(hdr) && le16toh(hdr.op) == VIRTIO_VSOCK_OP_REQUEST)
 			*request = (struct request_seen){true, le32toh(hdr.src_port),
 							 le32toh(hdr.dst_port)};
-		offer(rx, (uint16_t)id);
+		fuzz_offer(rx, (uint16_t)id);
 	}
 }
 
@@ -264,7 +213,7 @@ static void run_device(struct harness *h, int rounds)
 static int host_client(struct harness *h, const struct fuzz_head *head)
 {
 	char line[32];
-	int fd = unix_socket_at(h->uds_path, false);
+	int fd = fuzz_unix_socket(h->uds_path, false);
 
 	if (fd < 0)
 		return fd;
