@@ -109,6 +109,13 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd);
 /* Checks config's values; -EINVAL with a message. */
 int vm_check_config(const struct mote_config *config, const struct mote_log *log);
 
+/* The state file's section that names the memory a snapshot goes with (vm_snapshot.c):
+ * its id and, for a diff, its base's. The load fails r for a full snapshot that names a
+ * base. */
+void vm_memory_identity_save(const struct snapshot_memory_identity *identity,
+			     struct snap_writer *w);
+void vm_memory_identity_load(struct snapshot_memory_identity *identity, struct snap_reader *r);
+
 /* Ends the VM (first caller wins) and kicks every vCPU out of KVM_RUN. Thread-safe. */
 void vm_end(struct mote_vm *vm, enum mote_exit_reason reason, int error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

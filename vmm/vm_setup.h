@@ -48,7 +48,10 @@ void vm_setup_to_config(const struct vm_setup *setup, struct mote_config *config
 
 void vm_setup_save(const struct vm_setup *setup, struct snap_writer *w);
 
-/* Reads a SNAP_TAG_SETUP section, checking every value as mote_vm_create() would. */
+/* Reads a SNAP_TAG_SETUP section, checking the values whose range it needs (counts,
+ * sizes, string lengths, the layers' shape); the restore then checks the whole as
+ * mote_vm_create() would (vm_check_config: empty paths, an overlay that is its image,
+ * two root disks), after the overrides it was given. */
 void vm_setup_load(struct vm_setup *setup, struct snap_reader *r);
 
 /* Replaces a string field (NULL clears it); -ENOMEM. */

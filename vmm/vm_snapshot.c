@@ -128,8 +128,7 @@ static int vm_collect_dirty(struct mote_vm *vm)
 
 /* Which memory the state goes with: the last file of the chain a restore is given
  * (the full memory file, then the diffs oldest first) must carry the snapshot's id. */
-static void vm_memory_identity_save(const struct snapshot_memory_identity *identity,
-				    struct snap_writer *w)
+void vm_memory_identity_save(const struct snapshot_memory_identity *identity, struct snap_writer *w)
 {
 	snap_begin(w, SNAP_TAG_MEMORY_ID);
 	snap_put_bool(w, identity->diff);
@@ -138,8 +137,7 @@ static void vm_memory_identity_save(const struct snapshot_memory_identity *ident
 	snap_end(w);
 }
 
-static void vm_memory_identity_load(struct snapshot_memory_identity *identity,
-				    struct snap_reader *r)
+void vm_memory_identity_load(struct snapshot_memory_identity *identity, struct snap_reader *r)
 {
 	struct snap_reader s;
 
