@@ -1,9 +1,10 @@
 /* libFuzzer target: a hostile state file's device section loaded into a virtio-net
  * device behind virtio-mmio (virtio_mmio_load: the transport's registers and queues,
  * then the receive buffers the device held), over guest memory whose rings also come
- * from the input. The section is the input's bytes XORed onto one saved from a running
- * device, so an input of zeros is a valid section and the fuzzer works near valid ones;
- * a shorter input cuts it short, a longer one appends. Whatever the bytes, the load
+ * from the input. The section is the input's mask XORed onto one saved from a running
+ * device, its length the saved one's XOR the input's first two bytes (fuzz_mmio_state.h),
+ * so an input of zeros is a valid section and the fuzzer works near valid ones; a
+ * shorter length cuts it short, a longer one appends. Whatever the bytes, the load
  * must refuse cleanly or give a device that then runs (a frame from the host, both
  * queues kicked) without touching host memory outside guest RAM (ASan watches) and
  * without hanging. */
@@ -73,29 +74,26 @@ static struct harness *harness_get(void)
 	return &h;
 }
 
-/* The input: both queues' rings as the guest left them, then the section's mask. */
-struct fuzz_input {
-	struct fuzz_queue queue[2];
-} __attribute__((packed));
-
+/* The input: the section's length and mask (fuzz_section_input_split: even a short input
+ * loads a whole section), then both queues' rings as the guest left them (zeros past the
+ * input's end). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct harness *h = harness_get();
-	struct fuzz_input in;
+	struct fuzz_section_input section;
+	struct fuzz_queue queue[2] = {0};
 
 	if (!h)
 		abort(); /* the host, not the input: no run would mean anything */
-	if (size < sizeof(in))
-		return 0;
-	memcpy(&in, data, sizeof(in));
+	fuzz_section_input_split(&h->template, data, size, &section);
+	if (section.rest_len)
+		memcpy(queue, section.rest,
+		       section.rest_len < sizeof(queue) ? section.rest_len : sizeof(queue));
 	uint8_t *ring = guest_memory_ptr(&h->mem, RING_BASE, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
 	memset(ring, 0, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
 	for (unsigned q = 0; q < 2; q++)
-		fuzz_lay_out_queue(ring + q * 0x4000, &in.queue[q], BUFFER_BASE, BUFFER_SIZE);
+		fuzz_lay_out_queue(ring + q * 0x4000, &queue[q], BUFFER_BASE, BUFFER_SIZE);
 
-	/* The rest of the input is the mask, as long as the section it gives. */
-	struct fuzz_section_input section = {
-	    .len = size - sizeof(in), .mask = data + sizeof(in), .mask_len = size - sizeof(in)};
 	if (fuzz_section_load(&h->mmio, &h->template, &section) == 0) {
 		virtio_mmio_restored(&h->mmio);
 		memset(h->frame, 0, sizeof(h->frame));
