@@ -161,9 +161,12 @@ void upload_end(struct agent_conn *c, const struct agent_header *h, const uint8_
 		return;
 	}
 	struct upload_state *u = &r->upload;
-	if (h->length != 0) {
+	/* An upload that failed had its one ERROR: it ends here without another
+	 * (AGENT_PROTOCOL.md "Files"), whatever this frame holds. */
+	if (u->failed) {
+	} else if (h->length != 0) {
 		upload_fail(c, r, h->type, "UPLOAD_END with a payload for", EPROTO);
-	} else if (!u->failed) {
+	} else {
 		/* Data, then mode, then the name: after a crash the target is either the old
 		 * file or the whole new one. */
 		if (fsync(u->fd) < 0)

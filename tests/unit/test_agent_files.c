@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cmocka.h>
@@ -236,6 +238,44 @@ static void upload_data_for_no_upload_is_esrch(void **state)
 	assert_int_equal(a.error, ESRCH);
 }
 
+/* A write that fails (here the file size limit, EFBIG) is the upload's one ERROR: the
+ * UPLOAD_END that follows, even a malformed one, ends it without another (the agent
+ * used to answer that one too, naming a path it had freed: "(null)"). */
+static void failed_upload_gets_one_error_only(void **state)
+{
+	struct wire_fixture *f = *state;
+	struct rlimit old_limit;
+	char path[128];
+
+	/* A server of its own, started under the limit (SIGXFSZ ignored: write fails). */
+	assert_true(WIFEXITED(wire_server_stop(&f->server)));
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+	/* The soft limit only: lowering the hard one could not be undone unprivileged. */
+	struct rlimit one_byte = {.rlim_cur = 1, .rlim_max = old_limit.rlim_max};
+	void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &one_byte), 0);
+	int started = wire_server_start(&f->server, &f->config);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+	signal(SIGXFSZ, old_handler);
+	assert_int_equal(started, 0);
+
+	path_in(f, "too-big", path, sizeof(path));
+	wire_expect_hello(f);
+	send_upload_begin(f, 1, path, 0644);
+	assert_int_equal(expect_answer(f, 1).type, AGENT_OK);
+	assert_int_equal(wire_send(f->server.fd, AGENT_UPLOAD_DATA, 1, "four", 4), 0);
+	struct answer a = expect_answer(f, 1);
+	assert_int_equal(a.type, AGENT_ERROR);
+	assert_int_equal(a.error, EFBIG);
+	assert_int_equal(wire_send(f->server.fd, AGENT_UPLOAD_END, 1, "x", 1), 0);
+	/* The upload is over: the next frame for id 1 finds none, and nothing came before. */
+	assert_int_equal(wire_send(f->server.fd, AGENT_UPLOAD_DATA, 1, "x", 1), 0);
+	a = expect_answer(f, 1);
+	assert_int_equal(a.type, AGENT_ERROR);
+	assert_int_equal(a.error, ESRCH);
+	assert_int_equal(entries_in(f->dir), 0);
+}
+
 static void unfinished_upload_leaves_nothing_behind(void **state)
 {
 	struct wire_fixture *f = *state;
@@ -312,6 +352,7 @@ int main(void)
 	    T(upload_onto_a_directory_is_eisdir),
 	    T(upload_below_a_file_is_enotdir),
 	    T(upload_data_for_no_upload_is_esrch),
+	    T(failed_upload_gets_one_error_only),
 	    T(unfinished_upload_leaves_nothing_behind),
 	    T(download_of_a_missing_file_is_enoent),
 	    T(download_of_a_directory_is_eisdir),
