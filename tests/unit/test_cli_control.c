@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "cli_test_parse.h"
+#include "thread_syscall.h"
 #include "vmm/api_requests.h"
 #include "vmm/cli_control.h"
 #include "vmm/cli_restore.h"
@@ -585,6 +587,7 @@ struct held_command {
 	struct vm_controller *c;
 	struct vm_command command;
 	int ret;
+	_Atomic pid_t entering; /* the thread's id, stored right before the command */
 	atomic_bool done;
 };
 
@@ -593,9 +596,19 @@ static void *execute_held(void *arg)
 	struct held_command *h = arg;
 	char fault[256];
 
+	atomic_store(&h->entering, thread_own_id());
 	h->ret = vm_controller_execute(h->c, &h->command, fault, sizeof(fault));
 	atomic_store(&h->done, true);
 	return NULL;
+}
+
+/* Waits until h's thread is blocked on the controller's condition variable, waiting for
+ * the hold to lift: before that, a check that its command has not run proves nothing.
+ * glibc's condition variable waits on a futex word inside the pthread_cond_t. */
+static void wait_held(struct held_command *h)
+{
+	thread_wait_blocked_in(&h->entering, SYS_futex, (uintptr_t)&h->c->changed,
+			       sizeof(h->c->changed), "a command held until the first one ran");
 }
 
 /* The command line's own first command runs before any the API took meanwhile. */
@@ -617,9 +630,10 @@ static void commands_wait_for_the_first_one(void **state)
 	cli_options_init(&pending);
 	vm_controller_init(&c, &pending, 0, NULL, NULL);
 	vm_controller_hold_first(&c);
+	atomic_init(&later.entering, 0);
 	atomic_init(&later.done, false);
 	assert_int_equal(pthread_create(&thread, NULL, execute_held, &later), 0);
-	usleep(50000);
+	wait_held(&later);
 	assert_false(atomic_load(&later.done));
 	assert_int_equal(vm_controller_execute_first(&c, &first, fault, sizeof(fault)), 0);
 	assert_int_equal(pthread_join(thread, NULL), 0);
@@ -630,8 +644,10 @@ static void commands_wait_for_the_first_one(void **state)
 	/* A stop lets the commands held go, to find the controller ended. */
 	vm_controller_hold_first(&c);
 	later.command = (struct vm_command){.kind = VM_COMMAND_PAUSE};
+	atomic_store(&later.entering, 0);
 	atomic_store(&later.done, false);
 	assert_int_equal(pthread_create(&thread, NULL, execute_held, &later), 0);
+	wait_held(&later);
 	vm_controller_stop(&c);
 	assert_int_equal(pthread_join(thread, NULL), 0);
 	assert_int_equal(later.ret, -EINVAL);

@@ -5,14 +5,17 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "thread_syscall.h"
 #include "devices/debug_port.h"
 #include "devices/i8042.h"
 #include "devices/serial.h"
@@ -263,12 +266,14 @@ struct access_job {
 	unsigned reg;
 	uint8_t value;
 	bool write;
+	_Atomic pid_t tid; /* the thread's, stored before the access */
 };
 
 static void *access_thread(void *arg)
 {
 	struct access_job *job = arg;
 
+	atomic_store(&job->tid, thread_own_id());
 	if (job->write)
 		reg_write(job->s, job->reg, job->value);
 	else
@@ -321,10 +326,11 @@ static void serial_stalled_console_stalls_only_the_writer(void **state)
 	fcntl(fds[1], F_SETFL, 0);
 	serial_init(&s, fds[1], NULL, NULL);
 
-	struct access_job put = {&s, 0, 'x', true};
+	struct access_job put = {.s = &s, .reg = 0, .value = 'x', .write = true};
 	assert_int_equal(pthread_create(&writer, NULL, access_thread, &put), 0);
-	usleep(100 * 1000); /* the writer is now blocked in write() */
-	struct access_job lsr = {&s, 5, 0, false};
+	thread_wait_blocked_in(&put.tid, SYS_write, (uintptr_t)fds[1], 1,
+			       "the writer blocked in write() to the full console pipe");
+	struct access_job lsr = {.s = &s, .reg = 5, .value = 0, .write = false};
 	assert_int_equal(pthread_create(&reader, NULL, access_thread, &lsr), 0);
 	join_within(reader, "a read of LSR while another vCPU's output is stalled");
 	assert_int_equal(lsr.value & 0x60, 0x60);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "thread_syscall.h"
 #include "vmm/file_image.h"
 
 /* A blocking open() would wait forever: the alarm ends the test as a failure instead. */
@@ -56,7 +57,7 @@ static void a_fifo_is_refused_at_once(void **state)
  * a writer blocked in open() wakes up the moment any reader opens it (fifo(7)). */
 struct fifo_writer {
 	const char *path;
-	pid_t tid;
+	_Atomic pid_t tid;
 	atomic_bool opened;
 	int fd;
 };
@@ -65,25 +66,10 @@ static void *fifo_writer_open(void *arg)
 {
 	struct fifo_writer *writer = arg;
 
-	writer->tid = (pid_t)syscall(SYS_gettid);
+	atomic_store(&writer->tid, thread_own_id());
 	writer->fd = open(writer->path, O_WRONLY);
 	atomic_store(&writer->opened, true);
 	return NULL;
-}
-
-/* True once the thread sits in openat(2): /proc/self/task/TID/syscall starts with the
- * number of the system call it is blocked in. */
-static bool thread_in_openat(pid_t tid)
-{
-	char path[64], line[64] = "";
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	bool in = fgets(line, sizeof(line), f) && atoi(line) == SYS_openat;
-	fclose(f);
-	return in;
 }
 
 static void a_fifo_is_never_opened(void **state)
@@ -97,9 +83,8 @@ static void a_fifo_is_never_opened(void **state)
 	snprintf(path, sizeof(path), "%s/fifo", dir);
 	assert_int_equal(mkfifo(path, 0600), 0);
 	assert_int_equal(pthread_create(&thread, NULL, fifo_writer_open, &writer), 0);
-	for (int i = 0; i < 5000 && !(writer.tid && thread_in_openat(writer.tid)); i++)
-		usleep(1000);
-	assert_true(thread_in_openat(writer.tid));
+	thread_wait_blocked_in(&writer.tid, SYS_openat, 0, 0,
+			       "the FIFO's writer blocked in open()");
 
 	assert_int_equal(file_open_read(path), -EMEDIUMTYPE);
 	usleep(200 * 1000);
