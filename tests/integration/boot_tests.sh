@@ -228,7 +228,7 @@ test_two_vms_run_at_once_in_one_process() {
 	status=$?
 	err=$WORK/t19.err
 	expect_status 0
-	expect_in "$WORK/t19.out" "both powered off"
+	expect_in "$WORK/t19.out" "both ran at once and powered off"
 	expect_in "$WORK/t19.out" "console reader is gone powered off"
 	expect_in "$err" "is not open: no console input"
 }
@@ -245,11 +245,12 @@ test_help_and_version() {
 test_sigterm_stops_the_vm() {
 	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
 		--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\"" </dev/null >"$WORK/t16.out" 2>"$WORK/t16.err" 3>&- &
-	local pid=$!
+	local pid=$! booted=0
 	for _ in $(seq 1 "$TIMEOUT"); do
-		grep -q "boot complete" "$WORK/t16.out" 2>/dev/null && break
+		grep -q "boot complete" "$WORK/t16.out" 2>/dev/null && { booted=1; break; }
 		sleep 1
 	done
+	[ $booted -eq 1 ] || fail "the guest did not boot within ${TIMEOUT} s"
 	kill -TERM "$pid"
 	finish "$pid"
 	status=$?

@@ -17,7 +17,10 @@ tap_up() {
 		fail "cannot create TAP $1 (is the tun module loaded?): $(cat "$WORK/tap.err")"
 		return 1
 	fi
-	ip addr add "$2/30" dev "$1" && ip link set "$1" up
+	if ! { ip addr add "$2/30" dev "$1" && ip link set "$1" up; } >"$WORK/tap.err" 2>&1; then
+		fail "cannot give TAP $1 the address $2 or bring it up: $(cat "$WORK/tap.err")"
+		return 1
+	fi
 }
 
 tap_down() {

@@ -67,12 +67,16 @@ describe_stuck() {
 # finish PID: waits for PID, like `timeout -k 10 $TIMEOUT` would: TERM after TIMEOUT
 # seconds, KILL 10 s later, describing the process first. The watcher sleeps with the
 # read builtin (on a FIFO nobody writes), so killing it leaves no stray sleep behind.
-# Returns PID's exit status.
+# Returns PID's exit status, or 124 (as timeout does) when it had to be stopped: that
+# fails the test, since the status it then gave is the watcher's doing (mote answers
+# a TERM with 1, which a test of a signal would otherwise take for its own).
 finish() {
 	local pid=$1 rc
+	rm -f "$WORK/.stopped.$pid"
 	(
 		read -r -t "$TIMEOUT" <>"$WORK/never"
 		describe_stuck "$pid" >&3
+		: >"$WORK/.stopped.$pid"
 		kill -TERM "$pid" 2>/dev/null
 		read -r -t 10 <>"$WORK/never"
 		kill -KILL "$pid" 2>/dev/null
@@ -82,6 +86,11 @@ finish() {
 	rc=$?
 	kill "$watcher" 2>/dev/null
 	wait "$watcher" 2>/dev/null
+	if [ -e "$WORK/.stopped.$pid" ]; then
+		rm -f "$WORK/.stopped.$pid"
+		fail "pid $pid did not end within ${TIMEOUT} s (it was stopped; its status $rc)"
+		return 124
+	fi
 	return $rc
 }
 
@@ -166,6 +175,7 @@ done
 # below), runs once more, saying so, up to three times a suite: more than that is not
 # the emulator. On real KVM a test runs once.
 nested_retries_left=3
+rerun_tests=""
 
 # When kvm-run.sh boots a stalled outer guest again it runs this script again, with the
 # same MOTE_RESUME_DIR: the tests that ended on an earlier boot are not run again, and
@@ -286,6 +296,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 		[ -n "$mishap" ] || break
 		nested_retries_left=$((nested_retries_left - 1))
 		record rerun
+		rerun_tests="$rerun_tests $t"
 		echo "    $mishap; running the test again"
 	done
 	secs=$(echo "$(date +%s.%N) - $start" | bc)
@@ -304,4 +315,8 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 	fi
 done
 echo "integration: $passed passed, $failures failed"
+# A rerun is the emulator's mishap only as far as nested_mishap_since can tell: named,
+# so that a test that needs one often is looked at.
+[ -z "$rerun_tests" ] || echo "integration: run again after a nested mishap (this boot):$rerun_tests"
+[ $((passed + failures)) -gt 0 ] || { echo "integration: no test matched MOTE_TEST_FILTER" >&2; exit 1; }
 [ "$failures" -eq 0 ]

@@ -5,15 +5,20 @@
  * usage: mote-test-snapshot KERNEL INITRD DIR CPUS CYCLES */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mote.h"
 
 #define WAIT_SECONDS 120
+/* How long a VM paused before it ran is watched for output: longer than a guest takes
+ * from its start to its first count, nested included (checked after its resume). */
+#define PAUSED_BEFORE_RUN_MS 5000
 
 struct vm_run {
 	struct mote_vm *vm;
@@ -79,6 +84,14 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Waits until the console counted past at_least; false on timeout. */
 static bool wait_count(const char *path, long at_least)
 {
@@ -138,15 +151,30 @@ int main(int argc, char **argv)
 	if (err || mote_vm_get_state(run.vm) != MOTE_VM_PAUSED)
 		return fail("pausing a VM before it runs", err);
 	pthread_create(&run.thread, NULL, run_thread, &run);
-	sleep_ms(1000);
-	if (last_count(console) != 0)
-		return fail("a VM paused before it ran counted", 0);
+	sleep_ms(PAUSED_BEFORE_RUN_MS);
+	struct stat console_st;
+	if (stat(console, &console_st) == 0 && console_st.st_size != 0)
+		return fail("a VM paused before it ran wrote to its console", 0);
 	err = mote_vm_resume(run.vm);
 	if (err)
 		return fail("resuming a VM paused before it ran", err);
+	int64_t resumed_ms = now_ms();
+	if (!wait_count(console, 0))
+		return fail("the guest never counted", 0);
+	/* The wait above means something only if a guest left running would have counted
+	 * within it: as long as this one took from its resume to its first count. */
+	int64_t to_count_ms = now_ms() - resumed_ms;
+	if (to_count_ms >= PAUSED_BEFORE_RUN_MS) {
+		fprintf(stderr,
+			"snapshot cycle: the guest took %lld ms from its resume to count, longer "
+			"than the %d ms it was watched while paused: that proves nothing\n",
+			(long long)to_count_ms, PAUSED_BEFORE_RUN_MS);
+		return 1;
+	}
 	if (!wait_count(console, 5))
 		return fail("the guest never counted to 5", 0);
-	printf("paused before it ran: nothing ran until resumed\n");
+	printf("paused before it ran: nothing ran until resumed (%lld ms from resume to count)\n",
+	       (long long)to_count_ms);
 
 	err = mote_vm_pause(run.vm);
 	if (err)

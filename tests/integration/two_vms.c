@@ -8,9 +8,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mote.h"
@@ -21,12 +23,21 @@ struct vm_run {
 	char cmdline[256];
 	struct mote_exit exit;
 	int result;
+	int64_t run_start_ms, run_end_ms; /* around mote_vm_run() */
 };
 
 static void log_to_stderr(void *opaque, enum mote_log_level level, const char *message)
 {
 	(void)level;
 	fprintf(stderr, "vm %s: %s\n", (const char *)opaque, message);
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void *run_one(void *arg)
@@ -37,7 +48,9 @@ static void *run_one(void *arg)
 	run->result = mote_vm_create(&run->config, &vm);
 	if (run->result)
 		return NULL;
+	run->run_start_ms = now_ms();
 	run->result = mote_vm_run(vm, &run->exit);
+	run->run_end_ms = now_ms();
 	mote_vm_destroy(vm);
 	return NULL;
 }
@@ -153,8 +166,18 @@ int main(int argc, char **argv)
 			failed = 1;
 		}
 	}
+	/* At once, not one after the other: each ran while the other was running. */
+	if (!failed && (runs[0].run_start_ms >= runs[1].run_end_ms ||
+			runs[1].run_start_ms >= runs[0].run_end_ms)) {
+		fprintf(stderr,
+			"the two VMs did not run at once: A ran %lld..%lld ms, B %lld..%lld\n",
+			(long long)runs[0].run_start_ms, (long long)runs[0].run_end_ms,
+			(long long)runs[1].run_start_ms, (long long)runs[1].run_end_ms);
+		failed = 1;
+	}
 	if (!failed)
-		printf("two VMs in one process: both powered off with their own output\n");
+		printf("two VMs in one process: both ran at once and powered off with their own "
+		       "output\n");
 	if (run_with_console_reader_gone(argv[1], argv[2]))
 		failed = 1;
 	return failed;

@@ -274,12 +274,17 @@ test_a_50_mib_file_round_trips_through_the_agent_and_an_interrupted_download_lea
 test_ten_agent_commands_run_at_once_each_get_their_own_output() {
 	uds=$WORK/a3.sock
 	agent_vm_start a3 "$uds"
-	# The first exec waits for the agent; the ten then run side by side.
+	# The first exec waits for the agent; the ten then run side by side: each marks
+	# that it started and waits (60 s at most, then exit 99) until all ten have, which
+	# commands run one after another never get to.
 	agent_exec a3-ready true
 	local pids=""
 	for i in $(seq 1 10); do
-		timeout 300 "$MOTE_BIN" exec --vsock "$uds" -- sh -c "sleep 1; echo job-$i; exit $i" \
-			</dev/null >"$WORK/a3-$i.stdout" 2>&1 &
+		timeout 300 "$MOTE_BIN" exec --vsock "$uds" -- sh -c 'touch /tmp/a3-started-$1; n=0
+			while [ "$(ls /tmp | grep -c "^a3-started-")" -lt 10 ]; do
+				n=$((n + 1)); [ $n -le 600 ] || exit 99; sleep 0.1
+			done
+			echo job-$1; exit $1' sh "$i" </dev/null >"$WORK/a3-$i.stdout" 2>&1 &
 		pids="$pids $!"
 	done
 	local i=0 bad=0
