@@ -36,7 +36,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 die() { echo "kvm-run: $*" >&2; exit 125; }
 # A step that fails under set -e (a download, a cpio, a mkfs) is the outer guest
 # failing before it reported a status: 125, as documented, rather than that step's own
-# status, which a caller would take for the command's. errtrace: in functions too.
+# status, which a caller would take for the command's. errtrace: in functions, and in
+# subshells and command substitutions too; the watchers that run beside QEMU are not
+# set-up steps and drop the trap (a kill of a QEMU already gone is no failure).
 set -E
 # shellcheck disable=SC2154 # status is set in the trap's own text
 trap 'status=$?; echo "kvm-run: line $LINENO: a step failed (status $status)" >&2; exit 125' ERR
@@ -336,9 +338,12 @@ name_address() {
 # do not count: a wedged guest goes on reporting its soft lockups for ever.
 watch_heartbeat() {
 	local qemu=$1 booted last now limit said
+	trap - ERR
 	booted=$(date +%s)
 	while kill -0 "$qemu" 2>/dev/null; do
 		sleep 5
+		# The console reader saw the stall first and is ending QEMU itself.
+		[ ! -e "$run/stalled" ] || return 0
 		now=$(date +%s)
 		if [ -f "$run/share/heartbeat" ]; then
 			last=$(stat -c %Y "$run/share/heartbeat") limit=$silence_s
@@ -404,30 +409,33 @@ boot_outer() {
 	watcher=$!
 	if [ $watch -eq 1 ]; then
 		# shellcheck disable=SC2254 # the pattern is a glob on purpose
-		while IFS= read -r line; do
-			printf '%s\n' "$line"
-			[[ $line =~ $kernel_message ]] || echo "$EPOCHSECONDS" >"$run/console-alive"
-			local stalled=0
-			case "$line" in
-			*$stall_pattern*) stalled=1 ;;
-			*"$panic_pattern"*) : >"$run/panicked" ;;
-			esac
-			[[ $line =~ $lockup_report ]] &&
-				[ "${BASH_REMATCH[1]}" -ge "$LOCKUP_STALL_S" ] && stalled=1
-			if [ $stalled -eq 1 ] && [ ! -e "$run/stalled" ]; then
-				: >"$run/stalled"
-				dump_outer_state
-				kill -TERM "$qemu_pid" 2>/dev/null
-			fi
-		done <"$run/console" &
+		(
+			trap - ERR
+			while IFS= read -r line; do
+				printf '%s\n' "$line"
+				[[ $line =~ $kernel_message ]] || echo "$EPOCHSECONDS" >"$run/console-alive"
+				local stalled=0
+				case "$line" in
+				*$stall_pattern*) stalled=1 ;;
+				*"$panic_pattern"*) : >"$run/panicked" ;;
+				esac
+				[[ $line =~ $lockup_report ]] &&
+					[ "${BASH_REMATCH[1]}" -ge "$LOCKUP_STALL_S" ] && stalled=1
+				if [ $stalled -eq 1 ] && [ ! -e "$run/stalled" ]; then
+					: >"$run/stalled"
+					dump_outer_state
+					kill -TERM "$qemu_pid" 2>/dev/null || :
+				fi
+			done <"$run/console"
+		) &
 		reader=$!
 	fi
-	trap 'kill -TERM $qemu_pid $watcher 2>/dev/null; wait $qemu_pid; rm -rf "$run" "$resume"; exit 143' TERM INT HUP
+	trap 'kill -TERM $qemu_pid $watcher 2>/dev/null || :; wait $qemu_pid || :; rm -rf "$run" "$resume"; exit 143' TERM INT HUP
 	qemu_status=0
 	wait $qemu_pid || qemu_status=$?
 	kill "$watcher" 2>/dev/null || :
 	wait "$watcher" 2>/dev/null || :
-	[ -z "$reader" ] || wait "$reader"
+	[ -z "$reader" ] || wait "$reader" || :
 	trap - TERM INT HUP
 	# The rest is for a guest that ended on its own before reporting anything.
 	if [ -f "$run/share/status" ] || [ -f "$run/share/failure" ] || [ -e "$run/stalled" ]; then
