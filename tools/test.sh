@@ -39,15 +39,17 @@ cmake --build build/fuzz -j"$(nproc)" >/dev/null
 # Each target also starts from the inputs earlier runs on this machine found, kept
 # outside the work tree as the guest kernel is, so that its seconds go further each run
 # instead of rediscovering the same; a machine without them starts empty. New inputs
-# land in the first directory and are added to the kept ones after a clean run, up to
-# MOTE_FUZZ_KEEP (1000) files a target, which bounds the time replaying them takes.
+# land in the first directory; after a clean run, libFuzzer's merge adds to the kept
+# ones only those that reach code they do not, which bounds them by what the target
+# can reach (and so the time replaying them takes). A kept directory this user cannot
+# use is left alone.
 corpus_cache=${MOTE_CACHE:-/var/cache/mote}/fuzz-corpus
 # Every target tests/fuzz/CMakeLists.txt defines (mote_fuzz_target), none forgotten.
 while read -r target; do
 	corpus=build/fuzz/corpus-$target
 	kept=$corpus_cache/$target
 	mkdir -p "$corpus"
-	mkdir -p "$kept" 2>/dev/null || kept=
+	{ mkdir -p "$kept" && [ -r "$kept" ] && [ -w "$kept" ] && [ -x "$kept" ]; } 2>/dev/null || kept=
 	# -timeout: one input running 60 s is a hang, reported as such (the default is 1200
 	# s); crash inputs are kept under build/fuzz, not in the work tree's root.
 	build/fuzz/tests/fuzz/$target -max_total_time="$MOTE_FUZZ_SECONDS" -max_len=65536 \
@@ -55,8 +57,10 @@ while read -r target; do
 		"$corpus" ${kept:+"$kept"} </dev/null >build/fuzz/$target.log 2>&1 ||
 		{ tail -40 build/fuzz/$target.log; echo "fuzz: $target found a crash" >&2; exit 1; }
 	tail -1 build/fuzz/$target.log
-	if [ -n "$kept" ] && [ "$(find "$kept" -type f | wc -l)" -lt "${MOTE_FUZZ_KEEP:-1000}" ]; then
-		cp -rn "$corpus"/. "$kept"/ || :
+	if [ -n "$kept" ]; then
+		build/fuzz/tests/fuzz/$target -merge=1 -timeout=60 -max_len=65536 "$kept" "$corpus" \
+			</dev/null >build/fuzz/$target.merge.log 2>&1 ||
+			echo "fuzz: $target: keeping this run's inputs failed (build/fuzz/$target.merge.log)"
 	fi
 done <build/fuzz/fuzz-targets.txt
 
