@@ -75,8 +75,8 @@ finish() {
 	rm -f "$WORK/.stopped.$pid"
 	(
 		read -r -t "$TIMEOUT" <>"$WORK/never"
-		describe_stuck "$pid" >&3
 		: >"$WORK/.stopped.$pid"
+		describe_stuck "$pid" >&3
 		kill -TERM "$pid" 2>/dev/null
 		read -r -t 10 <>"$WORK/never"
 		kill -KILL "$pid" 2>/dev/null
@@ -88,7 +88,7 @@ finish() {
 	wait "$watcher" 2>/dev/null
 	if [ -e "$WORK/.stopped.$pid" ]; then
 		rm -f "$WORK/.stopped.$pid"
-		fail "pid $pid did not end within ${TIMEOUT} s (it was stopped; its status $rc)"
+		fail "pid $pid did not end within ${TIMEOUT} s (stopped unless it ended meanwhile; status $rc)"
 		return 124
 	fi
 	return $rc
@@ -123,11 +123,12 @@ settle() {
 mote_run() {
 	local name=$1
 	shift
-	"$MOTE_BIN" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" </dev/null 3>&- &
-	finish $!
-	status=$?
+	# out and err first: a finish() that fails shows this command's stderr.
 	out="$WORK/$name.out"
 	err="$WORK/$name.err"
+	"$MOTE_BIN" "$@" >"$out" 2>"$err" </dev/null 3>&- &
+	finish $!
+	status=$?
 }
 
 expect_status() {
@@ -186,6 +187,7 @@ if [ -n "$progress" ] && [ -f "$progress" ]; then
 	while read -r name result; do
 		if [ "$name" = rerun ]; then
 			nested_retries_left=$((nested_retries_left - 1))
+			rerun_tests="$rerun_tests $result"
 		else
 			earlier_result[$name]=$result
 		fi
@@ -295,7 +297,7 @@ for t in $(declare -F | awk '{print $3}' | grep '^test_'); do
 			[ "$nested_retries_left" -gt 0 ] && mishap=$(nested_mishap_since "$WORK/.test-start")
 		[ -n "$mishap" ] || break
 		nested_retries_left=$((nested_retries_left - 1))
-		record rerun
+		record "rerun $t"
 		rerun_tests="$rerun_tests $t"
 		echo "    $mishap; running the test again"
 	done
@@ -317,6 +319,6 @@ done
 echo "integration: $passed passed, $failures failed"
 # A rerun is the emulator's mishap only as far as nested_mishap_since can tell: named,
 # so that a test that needs one often is looked at.
-[ -z "$rerun_tests" ] || echo "integration: run again after a nested mishap (this boot):$rerun_tests"
+[ -z "$rerun_tests" ] || echo "integration: run again after a nested mishap:$rerun_tests"
 [ $((passed + failures)) -gt 0 ] || { echo "integration: no test matched MOTE_TEST_FILTER" >&2; exit 1; }
 [ "$failures" -eq 0 ]
