@@ -40,6 +40,7 @@ int exec_args_decode(const struct agent_header *h, const uint8_t *payload, struc
 {
 	struct agent_reader r;
 
+	*a = (struct exec_args){0}; /* exec_args_free() then frees whatever was allocated */
 	agent_reader_init(&r, payload, h->length);
 	a->flags = agent_get_u32(&r);
 	uint32_t argc = agent_get_u32(&r);

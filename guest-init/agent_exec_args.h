@@ -21,11 +21,11 @@ struct exec_args {
 	char *arena;
 };
 
-/* Decodes an EXEC frame's payload (h->length bytes) into a, whose strings it allocates
- * (free with exec_args_free, whatever the result). 0: flags known, argv[0] not empty,
- * argv and env NULL-terminated, every env entry NAME=VALUE, cwd shorter than
- * AGENT_PATH_MAX or NULL. Otherwise a positive errno (EPROTO for a payload truncated,
- * malformed or too long) with the reason in why. */
+/* Decodes an EXEC frame's payload (h->length bytes) into a (overwritten whole), whose
+ * strings it allocates (free with exec_args_free, whatever the result). 0: flags known, argv[0] not
+ * empty, argv and env NULL-terminated, every env entry NAME=VALUE, cwd shorter than AGENT_PATH_MAX
+ * or NULL. Otherwise a positive errno (EPROTO for a payload truncated, malformed or too long) with
+ * the reason in why. */
 int exec_args_decode(const struct agent_header *h, const uint8_t *payload, struct exec_args *a,
 		     char *why, size_t why_len);
 

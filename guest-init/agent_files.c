@@ -151,6 +151,26 @@ void upload_data(struct agent_conn *c, const struct agent_header *h, const uint8
 	r->upload.bytes += h->length;
 }
 
+/* Puts the whole upload in place: data, then mode, then the name, so that after a crash
+ * the target is either the old file or the whole new one. OK, or one ERROR. */
+static void upload_commit(struct agent_conn *c, struct request *r, const struct agent_header *h)
+{
+	struct upload_state *u = &r->upload;
+
+	if (fsync(u->fd) < 0) {
+		upload_fail(c, r, h->type, "fsync", errno);
+	} else if (fchmod(u->fd, u->mode) < 0) {
+		upload_fail(c, r, h->type, "chmod", errno);
+	} else if (renameat(u->dir_fd, u->tmp_name, u->dir_fd, u->final_name) < 0) {
+		upload_fail(c, r, h->type, "rename to", errno);
+	} else {
+		fsync(u->dir_fd);
+		conn_send_ok(c, h->id, u->bytes, u->mode);
+		free(u->tmp_name);
+		u->tmp_name = NULL; /* nothing left to remove */
+	}
+}
+
 void upload_end(struct agent_conn *c, const struct agent_header *h, const uint8_t *payload)
 {
 	struct request *r = conn_find(c, h->id, REQUEST_UPLOAD);
@@ -160,28 +180,12 @@ void upload_end(struct agent_conn *c, const struct agent_header *h, const uint8_
 		conn_send_error(c, h->id, h->type, ESRCH, "no upload with request id %u", h->id);
 		return;
 	}
-	struct upload_state *u = &r->upload;
 	/* An upload that failed had its one ERROR: it ends here without another
 	 * (AGENT_PROTOCOL.md "Files"), whatever this frame holds. */
-	if (u->failed) {
-	} else if (h->length != 0) {
+	if (!r->upload.failed && h->length != 0)
 		upload_fail(c, r, h->type, "UPLOAD_END with a payload for", EPROTO);
-	} else {
-		/* Data, then mode, then the name: after a crash the target is either the old
-		 * file or the whole new one. */
-		if (fsync(u->fd) < 0)
-			upload_fail(c, r, h->type, "fsync", errno);
-		else if (fchmod(u->fd, u->mode) < 0)
-			upload_fail(c, r, h->type, "chmod", errno);
-		else if (renameat(u->dir_fd, u->tmp_name, u->dir_fd, u->final_name) < 0)
-			upload_fail(c, r, h->type, "rename to", errno);
-		else {
-			fsync(u->dir_fd);
-			conn_send_ok(c, h->id, u->bytes, u->mode);
-			free(u->tmp_name);
-			u->tmp_name = NULL; /* nothing left to remove */
-		}
-	}
+	else if (!r->upload.failed)
+		upload_commit(c, r, h);
 	upload_abort(r);
 	conn_free_request(r);
 }

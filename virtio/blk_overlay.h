@@ -73,12 +73,14 @@ struct blk_overlay {
 /* Opens base and overlay as options says, locks both without waiting, and builds the
  * presence map (from the overlay's data extents, or from the layers on a restore, into a
  * new file that blk_overlay_commit puts in the overlay's place).
- * Errors, each logged naming the file: -ENOENT, -EACCES; -EISDIR (base not a regular
- * file or block device, overlay not a regular file); -EBUSY (base or overlay locked by
- * another process: a VM writing the base, or running on this overlay); -EINVAL (overlay
- * is the base or one of the layers, is larger than the base needs, lies on a file system
- * that does not report holes or allocates in blocks over a cluster; a layer of another
- * size); others from the host (-ENOSPC filling the overlay). */
+ * Errors, each logged naming the file: -ENOENT, -EACCES; -EISDIR (base, overlay or a
+ * layer a directory); -EMEDIUMTYPE (base neither a regular file nor a block device,
+ * overlay or a layer not a regular file: a FIFO, a socket, a device); -EBUSY (base or
+ * overlay locked by another process: a VM writing the base, or running on this
+ * overlay); -EINVAL (overlay is the base or one of the layers, is larger than the base
+ * needs, lies on a file system that does not report holes or allocates in blocks over
+ * a cluster; a layer of another size); others from the host (-ENOSPC filling the
+ * overlay). */
 int blk_overlay_open(const struct blk_overlay_options *options, const struct mote_log *log,
 		     struct blk_overlay **overlay_out);
 
