@@ -86,9 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!h)
 		abort(); /* the host, not the input: no run would mean anything */
 	fuzz_section_input_split(&h->template, data, size, &section);
-	if (section.rest_len)
-		memcpy(queue, section.rest,
-		       section.rest_len < sizeof(queue) ? section.rest_len : sizeof(queue));
+	fuzz_section_input_rest(&section, queue, sizeof(queue));
 	uint8_t *ring = guest_memory_ptr(&h->mem, RING_BASE, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
 	memset(ring, 0, BUFFER_BASE + BUFFER_SIZE - RING_BASE);
 	for (unsigned q = 0; q < 2; q++)

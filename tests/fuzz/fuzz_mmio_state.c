@@ -55,3 +55,12 @@ int fuzz_section_load(struct virtio_mmio *mmio, const struct fuzz_section *secti
 	free(bytes);
 	return ret;
 }
+
+void fuzz_section_input_rest(const struct fuzz_section_input *in, void *dst, size_t len)
+{
+	size_t n = in->rest_len < len ? in->rest_len : len;
+
+	memset(dst, 0, len);
+	if (n)
+		memcpy(dst, in->rest, n);
+}

@@ -38,6 +38,10 @@ int fuzz_section_save(struct virtio_mmio *mmio, struct fuzz_section *section);
 void fuzz_section_input_split(const struct fuzz_section *section, const uint8_t *data, size_t size,
 			      struct fuzz_section_input *in);
 
+/* Copies what the input holds after the mask into dst (len bytes), zeros where it ends:
+ * the rings and data a target reads after the section. */
+void fuzz_section_input_rest(const struct fuzz_section_input *in, void *dst, size_t len);
+
 /* Loads in->len bytes of section XOR in's mask (the section's and the mask's bytes past
  * their ends being zeros) into mmio, from a buffer of exactly that length, so that ASan
  * sees a read past its end. 0 when the load and the reader's end accept it (the device

@@ -216,9 +216,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!h)
 		abort(); /* the host, not the input: no run would mean anything */
 	fuzz_section_input_split(&h->template, data, size, &section);
-	if (section.rest_len)
-		memcpy(queue, section.rest,
-		       section.rest_len < sizeof(queue) ? section.rest_len : sizeof(queue));
+	fuzz_section_input_rest(&section, queue, sizeof(queue));
 	int client = open_connection(h);
 	if (client < 0)
 		abort(); /* as the template's device did, from power-on */
