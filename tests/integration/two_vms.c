@@ -19,6 +19,10 @@
 
 #include "mote.h"
 
+/* How long each of the two guests runs on after its line (seconds): more than their
+ * boots, nested included, can differ by. */
+#define RUN_ON_S 5
+
 struct vm_run {
 	struct mote_config config;
 	char console_path[512];
@@ -143,8 +147,8 @@ int main(int argc, char **argv)
 			 names[i]);
 		remove(run->console_path);
 		snprintf(run->cmdline, sizeof(run->cmdline),
-			 "console=ttyS0 reboot=k panic=1 quiet mote.run=\"echo I-am-%s\"",
-			 names[i]);
+			 "console=ttyS0 reboot=k panic=1 quiet mote.run=\"echo I-am-%s; sleep %d\"",
+			 names[i], RUN_ON_S);
 		run->config.kernel_path = argv[1];
 		run->config.initrd_path = argv[2];
 		run->config.cmdline = run->cmdline;
@@ -183,7 +187,9 @@ int main(int argc, char **argv)
 	}
 	/* At once, not one after the other: each guest was running (had written to its
 	 * console) before the other's run ended. A library that made one VM's run wait for
-	 * the other's inside mote_vm_run() fails this, as one that ran them in turn. */
+	 * the other's inside mote_vm_run() fails this, as one that ran them in turn. Each
+	 * guest runs on RUN_ON_S after its line, so boots of different lengths still
+	 * overlap that way. */
 	if (!failed && (!runs[0].first_output_ms || !runs[1].first_output_ms ||
 			runs[0].first_output_ms >= runs[1].run_end_ms ||
 			runs[1].first_output_ms >= runs[0].run_end_ms)) {
