@@ -87,6 +87,7 @@ void vm_controller_destroy(struct vm_controller *c)
 {
 	mote_vm_destroy(c->vm);
 	c->vm = NULL;
+	vm_setup_free(&c->ended_setup);
 	cli_options_free(&c->pending);
 	pthread_cond_destroy(&c->changed);
 	pthread_mutex_destroy(&c->error_lock);
@@ -479,6 +480,23 @@ int vm_controller_execute_first(struct vm_controller *c, const struct vm_command
 	return ret;
 }
 
+/* Copies the setup of vm, which has ended, for the configuration GETs (vm_command.h:
+ * vm_controller_with_config); the caller holds command_lock. The frozen disk layers are
+ * left out: no GET reports them. */
+static void vm_controller_keep_setup(struct vm_controller *c, const struct mote_vm *vm)
+{
+	struct mote_config config;
+
+	mote_config_init(&config);
+	vm_setup_to_config(&vm->setup, &config);
+	c->has_ended_setup = vm_setup_from_config(&c->ended_setup, &config) == 0;
+	c->ended_track_dirty = vm->track_dirty;
+	if (!c->has_ended_setup)
+		vm_controller_log(c, MOTE_LOG_WARN,
+				  "keeping the ended VM's configuration: out of memory (the "
+				  "configuration GETs report the one given instead)");
+}
+
 int vm_controller_run(struct vm_controller *c, struct mote_exit *exit)
 {
 	pthread_mutex_lock(&c->lock);
@@ -496,6 +514,7 @@ int vm_controller_run(struct vm_controller *c, struct mote_exit *exit)
 	/* A command still at work on the VM finishes (it fails: the VM ended) before the
 	 * VM goes away; later ones find the phase ended. */
 	pthread_mutex_lock(&c->command_lock);
+	vm_controller_keep_setup(c, vm);
 	pthread_mutex_lock(&c->lock);
 	c->phase = VM_CONTROLLER_ENDED;
 	c->vm = NULL;
@@ -543,8 +562,8 @@ void vm_controller_stop(struct vm_controller *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* The machine's part of a description: the VM's own once there is one (a restored VM's
- * are the snapshot's, not the defaults the process started with). */
+/* The machine's part of a description: the VM's own once there is one, and after its
+ * end (a restored VM's are the snapshot's, not the defaults the process started with). */
 static void vm_controller_describe_machine(const struct mote_config *config, void *opaque)
 {
 	struct vm_controller_description *out = opaque;
@@ -586,12 +605,16 @@ void vm_controller_with_config(struct vm_controller *c,
 {
 	struct mote_config config;
 
-	/* command_lock: the pending options and c->vm change only under it. */
+	/* command_lock: the pending options, c->vm and the ended VM's setup change only
+	 * under it. */
 	pthread_mutex_lock(&c->command_lock);
 	vm_command_config_from_options(&c->pending, &config);
 	if (c->vm) {
 		vm_setup_to_config(&c->vm->setup, &config);
 		config.track_dirty_pages = c->vm->track_dirty;
+	} else if (c->has_ended_setup) {
+		vm_setup_to_config(&c->ended_setup, &config);
+		config.track_dirty_pages = c->ended_track_dirty;
 	}
 	fn(&config, opaque);
 	pthread_mutex_unlock(&c->command_lock);

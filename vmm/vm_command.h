@@ -16,6 +16,7 @@
 
 #include "cli_options.h"
 #include "mote.h"
+#include "vm_setup.h"
 
 enum vm_command_kind {
 	/* Pre-boot only: they change the pending configuration. */
@@ -119,6 +120,12 @@ struct vm_controller {
 	pthread_mutex_t error_lock;
 	unsigned error_count; /* errors the library logged, to tell whose they are */
 	char last_error[VM_CONTROLLER_MESSAGE_MAX];
+	/* The setup of the VM that ended, copied before vm_controller_run() destroys it:
+	 * the configuration GETs go on reporting what the VM ran with, as Firecracker
+	 * does. Under command_lock, like every use of c->vm's setup. */
+	bool has_ended_setup;
+	bool ended_track_dirty;
+	struct vm_setup ended_setup;
 };
 
 /* Takes over pending (its strings; pending is left initialised and empty). When pending
@@ -164,8 +171,7 @@ int vm_controller_commit_disks(struct vm_controller *const *cs, unsigned count);
  * count around a command to know whether the library already said why it failed. */
 unsigned vm_controller_error_count(struct vm_controller *c);
 
-/* What GET / and GET /machine-config report (the machine is the pending configuration's,
- * also after a snapshot load). */
+/* What GET / and GET /machine-config report (the machine is vm_controller_with_config's). */
 struct vm_controller_description {
 	/* Firecracker's InstanceInfo.state: "Not started", "Running" or "Paused"; mote adds
 	 * "Ended" for the moment between the VM's end and the process's. */
@@ -180,7 +186,8 @@ void vm_controller_describe(struct vm_controller *c, struct vm_controller_descri
 /* Calls fn with the VM's configuration while no command can change it (strings valid
  * only during the call): once there is a VM, its own setup (for a restored VM, the
  * snapshot's, with the overrides it was loaded with) and the boot source it was started
- * from, if any; before, the configuration InstanceStart would use. */
+ * from, if any, and still the same after the VM ended; before, the configuration
+ * InstanceStart would use. */
 void vm_controller_with_config(struct vm_controller *c,
 			       void (*fn)(const struct mote_config *config, void *opaque),
 			       void *opaque);

@@ -1,6 +1,7 @@
 /* The control API over a real Unix socket, driven with libcurl (api_client.h), on a
- * controller that has no VM: configuration lands in the controller, every bad request
- * gets its 4xx and a fault_message, and the server keeps answering. No KVM needed. */
+ * controller that has no VM, or a bare one (vm_new): configuration lands in the
+ * controller, every bad request gets its 4xx and a fault_message, the server keeps
+ * answering, and an ended VM is still described. No KVM needed. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 
 #include "vmm/api_client.h"
 #include "vmm/api_server.h"
+#include "vmm/vm.h"
 #include "vmm/vm_command.h"
 
 struct fixture {
@@ -281,6 +283,95 @@ static void vm_config_reports_the_configuration_in_the_shape_put_takes(void **st
 	cJSON_Delete(want_drive);
 	cJSON_Delete(want_nic);
 	cJSON_Delete(json);
+}
+
+static void *run_controller(void *arg)
+{
+	struct mote_exit exit_info;
+
+	return (void *)(intptr_t)vm_controller_run(arg, &exit_info);
+}
+
+/* A VM with setup's machine and devices, as a restore builds one from a snapshot, but
+ * bare (vm_new: no KVM, no vCPU, no device): mote_vm_run() starts its event thread and
+ * waits for its end. */
+static struct mote_vm *bare_vm_with_setup(const struct mote_config *setup)
+{
+	struct mote_log log = {0};
+	struct mote_vm *vm = vm_new(&log, 0, 0);
+
+	assert_non_null(vm);
+	assert_int_equal(vm_setup_from_config(&vm->setup, setup), 0);
+	vm->track_dirty = setup->track_dirty_pages;
+	serial_init(&vm->serial, -1, NULL, NULL);
+	assert_int_equal(event_loop_init(&vm->events), 0);
+	return vm;
+}
+
+/* What vm_controller_adopt() does with the VM a command built. */
+static void controller_adopt(struct vm_controller *c, struct mote_vm *vm)
+{
+	pthread_mutex_lock(&c->lock);
+	c->vm = vm;
+	c->phase = VM_CONTROLLER_HAS_VM;
+	pthread_cond_broadcast(&c->changed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Firecracker goes on reporting the configuration a VM ran with: after the end, not the
+ * process's defaults (the pending configuration of a `mote restore` or a snapshot load). */
+static void the_configuration_of_an_ended_vm_is_still_reported(void **state)
+{
+	struct fixture *f = *state;
+	struct mote_config setup;
+	pthread_t runner;
+	void *result;
+
+	mote_config_init(&setup);
+	setup.cpus = 2;
+	setup.mem_bytes = 256ULL << 20;
+	setup.track_dirty_pages = true;
+	setup.disk_count = 1;
+	setup.disks[0] = (struct mote_disk){
+	    .path = "/r.img", .id = "rootfs", .overlay = "/r.overlay", .root = true};
+	setup.net_count = 1;
+	setup.nets[0] = (struct mote_net){.tap = "tap7",
+					  .id = "net1",
+					  .has_mac = true,
+					  .mac = {0x06, 0x00, 0xac, 0x10, 0x00, 0x02}};
+	setup.vsock = (struct mote_vsock){.guest_cid = 5, .uds_path = "/tmp/v.sock"};
+	controller_adopt(&f->controller, bare_vm_with_setup(&setup));
+	assert_int_equal(pthread_create(&runner, NULL, run_controller, &f->controller), 0);
+	cJSON *while_running = get_json(f, "/vm/config");
+	cJSON *machine_while_running = get_json(f, "/machine-config");
+
+	vm_controller_stop(&f->controller);
+	assert_int_equal(pthread_join(runner, &result), 0);
+	assert_int_equal((intptr_t)result, 0);
+
+	cJSON *json = get_json(f, "/");
+	assert_string_equal(cJSON_GetObjectItem(json, "state")->valuestring, "Ended");
+	cJSON_Delete(json);
+	json = get_json(f, "/machine-config");
+	assert_int_equal(cJSON_GetObjectItem(json, "vcpu_count")->valueint, 2);
+	assert_int_equal(cJSON_GetObjectItem(json, "mem_size_mib")->valueint, 256);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(json, "track_dirty_pages")));
+	assert_true(cJSON_Compare(json, machine_while_running, true));
+	cJSON_Delete(json);
+	json = get_json(f, "/vm/config");
+	const cJSON *drive = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "drives"), 0);
+	const cJSON *nic = cJSON_GetArrayItem(cJSON_GetObjectItem(json, "network-interfaces"), 0);
+	assert_string_equal(cJSON_GetObjectItem(drive, "drive_id")->valuestring, "rootfs");
+	assert_string_equal(cJSON_GetObjectItem(drive, "overlay")->valuestring, "/r.overlay");
+	assert_string_equal(cJSON_GetObjectItem(nic, "host_dev_name")->valuestring, "tap7");
+	assert_string_equal(cJSON_GetObjectItem(nic, "guest_mac")->valuestring,
+			    "06:00:ac:10:00:02");
+	assert_int_equal(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(json, "vsock"), "guest_cid")->valueint, 5);
+	assert_true(cJSON_Compare(json, while_running, true));
+	cJSON_Delete(json);
+	cJSON_Delete(machine_while_running);
+	cJSON_Delete(while_running);
 }
 
 static void version_is_firecrackers_shape_with_motes_version(void **state)
@@ -850,6 +941,8 @@ int main(void)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 		vm_config_reports_the_configuration_in_the_shape_put_takes, setup, teardown),
+	    cmocka_unit_test_setup_teardown(the_configuration_of_an_ended_vm_is_still_reported,
+					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(version_is_firecrackers_shape_with_motes_version, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(firecracker_defaults_are_accepted, setup, teardown),
