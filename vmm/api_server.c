@@ -205,10 +205,10 @@ static int api_poll_timeout(const struct api_server *server, int64_t now,
 	return deadline <= now ? 0 : (int)((deadline - now + 999999) / 1000000);
 }
 
-/* A client waiting in the backlog, accepted. When every connection is taken, it takes
- * the place of the one that has waited longest between requests, if that one has
- * waited long enough; else it waits on. */
-static void api_accept(struct api_server *server, int64_t now)
+/* A client waiting in the backlog, accepted: true, and it is the last connection. When
+ * every connection is taken, it takes the place of the one that has waited longest
+ * between requests, if that one has waited long enough; else it waits on. */
+static bool api_accept(struct api_server *server, int64_t now)
 {
 	int evict = -1;
 
@@ -216,7 +216,7 @@ static void api_accept(struct api_server *server, int64_t now)
 		int64_t evict_at;
 		evict = api_eviction_candidate(server, &evict_at);
 		if (evict < 0 || evict_at > now)
-			return;
+			return false;
 	}
 	int fd = accept4(server->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0) {
@@ -225,12 +225,12 @@ static void api_accept(struct api_server *server, int64_t now)
 				  strerror(errno));
 			server->accept_after_ns = now + API_ACCEPT_RETRY_NS;
 		}
-		return;
+		return false;
 	}
 	struct api_connection *connection = malloc(sizeof(*connection));
 	if (!connection) {
 		close(fd);
-		return;
+		return false;
 	}
 	if (evict >= 0) {
 		log_debug(&server->log,
@@ -244,6 +244,22 @@ static void api_accept(struct api_server *server, int64_t now)
 	connection->request_ns = 0;
 	api_http_init(&connection->http, server->controller, &server->log);
 	server->connections[server->connection_count++] = connection;
+	return true;
+}
+
+/* Serves connection i for what poll said of it (revents), then closes it when it is
+ * done, timed out or idle too long; a closed one's slot takes the last connection. */
+static void api_connection_step(struct api_server *server, unsigned i, short revents, int64_t now,
+				const struct api_timeouts *timeouts)
+{
+	struct api_connection *connection = server->connections[i];
+	bool done = api_connection_serve(connection, revents) != 0;
+
+	api_request_timer(connection, now);
+	if (!done && api_request_timed_out(connection, now, timeouts))
+		done = true;
+	if (done || now >= api_connection_deadline(connection, timeouts))
+		api_connection_close(server, i);
 }
 
 static void *api_server_thread(void *arg)
@@ -290,17 +306,13 @@ static void *api_server_thread(void *arg)
 		 * earlier one's command ran is not idle, though poll has not said so yet. */
 		int64_t polled = clock_now_ns();
 		/* Backwards, so that the one moved into a closed one's slot was served. */
-		for (unsigned i = count; i-- > 0;) {
-			struct api_connection *connection = server->connections[i];
-			bool done = api_connection_serve(connection, fds[2 + i].revents) != 0;
-			api_request_timer(connection, polled);
-			if (!done && api_request_timed_out(connection, polled, &timeouts))
-				done = true;
-			if (done || polled >= api_connection_deadline(connection, &timeouts))
-				api_connection_close(server, i);
-		}
-		if (fds[1].revents & POLLIN)
-			api_accept(server, clock_now_ns());
+		for (unsigned i = count; i-- > 0;)
+			api_connection_step(server, i, fds[2 + i].revents, polled, &timeouts);
+		/* A client usually sends its request with its connect: it is read at once,
+		 * not after another poll (a recv that finds nothing yet costs one call). */
+		if ((fds[1].revents & POLLIN) && api_accept(server, clock_now_ns()))
+			api_connection_step(server, server->connection_count - 1, POLLIN,
+					    clock_now_ns(), &timeouts);
 	}
 	return NULL;
 }

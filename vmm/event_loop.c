@@ -197,15 +197,26 @@ int event_loop_start(struct event_loop *loop)
 	return 0;
 }
 
-void event_loop_pause(struct event_loop *loop)
+void event_loop_ask_park(struct event_loop *loop)
+{
+	if (loop->thread_started)
+		event_loop_tell(loop, EVENT_LOOP_PARK);
+}
+
+void event_loop_wait_parked(struct event_loop *loop)
 {
 	if (!loop->thread_started)
 		return;
-	event_loop_tell(loop, EVENT_LOOP_PARK);
 	pthread_mutex_lock(&loop->lock);
 	while (!loop->parked)
 		pthread_cond_wait(&loop->changed, &loop->lock);
 	pthread_mutex_unlock(&loop->lock);
+}
+
+void event_loop_pause(struct event_loop *loop)
+{
+	event_loop_ask_park(loop);
+	event_loop_wait_parked(loop);
 }
 
 void event_loop_stop(struct event_loop *loop)

@@ -105,13 +105,18 @@ int vm_pause_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_RUNNING)
 		return -EINVAL;
+	/* The event thread parks while the vCPUs are stopped, not after: each takes a few
+	 * thread wakeups, and a pause is what a client waits for. A queue notified
+	 * meanwhile waits in its ioeventfd for the resume, as it would after the pause. */
+	event_loop_ask_park(&vm->events);
 	if (!vm_park_all(vm)) {
 		vm_unpark_all(vm, MOTE_VM_RUNNING);
+		/* The VM is ending; its end stops the thread, parked or not. */
 		return -EINTR;
 	}
 	/* No vCPU runs, so no register access reaches a device; with the event thread
 	 * parked too, nothing but this thread touches them. */
-	event_loop_pause(&vm->events);
+	event_loop_wait_parked(&vm->events);
 	vm_virtio_quiesce(vm);
 	/* The guest's clock stops with it: resumed, it goes on from this value. */
 	vm->clock_saved = ioctl(vm->vm_fd, KVM_GET_CLOCK, &vm->paused_clock) == 0;

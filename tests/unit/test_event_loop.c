@@ -235,6 +235,60 @@ static void a_read_submitted_before_a_pause_completes_during_it(void **state)
 	close(probe.kick_fd);
 }
 
+/* A handler that holds the event thread until the test lets it go. */
+struct held_handler {
+	int kick_fd;
+	atomic_bool running, release, finished;
+};
+
+static void held_handler_run(void *opaque)
+{
+	struct held_handler *held = opaque;
+	uint64_t count;
+
+	assert_int_equal(read(held->kick_fd, &count, sizeof(count)), sizeof(count));
+	atomic_store(&held->running, true);
+	while (!atomic_load(&held->release))
+		usleep(1000);
+	atomic_store(&held->finished, true);
+}
+
+static void *release_after_100_ms(void *opaque)
+{
+	usleep(100 * 1000);
+	atomic_store(&((struct held_handler *)opaque)->release, true);
+	return NULL;
+}
+
+/* A pause asks the thread to park and stops the vCPUs before waiting for it
+ * (vm_pause.c): the asking must not wait for a handler that is running, and the waiting
+ * must not return before that handler is done. */
+static void asking_to_park_does_not_wait_and_waiting_outlasts_a_running_handler(void **state)
+{
+	struct fixture *f = *state;
+	struct held_handler held = {.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+	pthread_t releaser;
+	uint64_t one = 1;
+
+	assert_true(held.kick_fd >= 0);
+	assert_int_equal(event_loop_add(&f->loop, held.kick_fd, held_handler_run, &held), 0);
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	assert_int_equal(write(held.kick_fd, &one, sizeof(one)), sizeof(one));
+	for (int i = 0; i < 5000 && !atomic_load(&held.running); i++)
+		usleep(1000);
+	assert_true(atomic_load(&held.running));
+
+	event_loop_ask_park(&f->loop);
+	assert_false(atomic_load(&held.finished)); /* returned with the handler still held */
+	assert_int_equal(pthread_create(&releaser, NULL, release_after_100_ms, &held), 0);
+	event_loop_wait_parked(&f->loop);
+	assert_true(atomic_load(&held.finished));
+
+	event_loop_stop(&f->loop);
+	pthread_join(releaser, NULL);
+	close(held.kick_fd);
+}
+
 #define TEST(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
@@ -247,6 +301,7 @@ int main(void)
 	    TEST(removed_fd_never_runs_again_even_in_error),
 	    TEST(a_paused_thread_runs_no_handler_and_resumes_as_the_same_thread),
 	    TEST(a_read_submitted_before_a_pause_completes_during_it),
+	    TEST(asking_to_park_does_not_wait_and_waiting_outlasts_a_running_handler),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
