@@ -405,10 +405,13 @@ static void supervise(pid_t target, struct agent_child *agent, const sigset_t *m
 				say("mote-init: sigwaitinfo: %s", strerror(errno));
 			continue;
 		}
-		/* busybox: `poweroff` sends SIGUSR2, `halt` SIGUSR1, `reboot` SIGTERM. */
+		/* busybox: `poweroff` sends SIGUSR2, `halt` SIGUSR1, `reboot` SIGTERM. The
+		 * kernel sends SIGINT for Ctrl-Alt-Del (reboot(2), LINUX_REBOOT_CMD_CAD_OFF,
+		 * set in main): a reboot, as sysvinit's ctrlaltdel entry and systemd's
+		 * ctrl-alt-del.target make it. */
 		if (sig == SIGUSR1 || sig == SIGUSR2)
 			power_off(true);
-		if (sig == SIGTERM)
+		if (sig == SIGTERM || sig == SIGINT)
 			power_off(false);
 	}
 }
@@ -430,7 +433,15 @@ int main(void)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGUSR1);
 	sigaddset(&mask, SIGUSR2);
+	sigaddset(&mask, SIGINT);
 	sigprocmask(SIG_BLOCK, &mask, &old_mask);
+	/* Ctrl-Alt-Del (a keyboard's, or the VMM's SendCtrlAltDel) comes to PID 1 as SIGINT
+	 * instead of restarting the kernel at once, which would lose what the page cache
+	 * holds: the reboot that follows syncs first (power_off). Only as the guest's
+	 * PID 1: the setting is the whole kernel's. It fails only without CAP_SYS_BOOT,
+	 * which PID 1 has. */
+	if (getpid() == 1)
+		(void)reboot(RB_DISABLE_CAD);
 
 	mount_fs("proc", "/proc", "proc");
 	mount_fs("sysfs", "/sys", "sysfs");
