@@ -34,6 +34,7 @@
 #include "blk.h"
 #include "blk_overlay.h"
 #include "blk_request.h"
+#include "blk_ring.h"
 
 /* §5.2.4: the config space ends before the secure erase fields, whose feature is not
  * offered. */
@@ -41,14 +42,13 @@
 
 /* Discards in whole 4 KiB blocks, the unit host filesystems deallocate in. */
 #define BLK_DISCARD_ALIGNMENT 8
-/* io_uring_submit() tries per batch when the kernel takes only part of it. */
-#define BLK_SUBMIT_ATTEMPTS 8
-/* How often a wait for completions submits again what a shortage left queued. */
-#define BLK_RESUBMIT_MS 10
 
 struct virtio_blk {
 	struct vdev dev;
 	struct blk_disk disk;
+	/* disk.ring as the device drives it; lost once given up (blk_ring.h), after which
+	 * the disk is out of service for good. */
+	struct blk_ring ring;
 	char *name; /* "virtio-blk PATH", for messages */
 	struct mote_log log;
 	int event_fd; /* io_uring signals it for every completion */
@@ -64,38 +64,6 @@ struct virtio_blk {
 static struct virtq *blk_queue(struct virtio_blk *blk)
 {
 	return &blk->dev.queues[0];
-}
-
-/* Hands the SQEs queued on the ring to the kernel. Submission stops early at an SQE
- * the kernel refuses (it completes with an error) or on a transient shortage, so go on
- * while SQEs are left, within a bound; what is still left goes with the next batch. */
-static void blk_submit(struct virtio_blk *blk)
-{
-	struct io_uring *ring = &blk->disk.ring;
-
-	for (unsigned i = 0; i < BLK_SUBMIT_ATTEMPTS && io_uring_sq_ready(ring) > 0; i++) {
-		int ret = io_uring_submit(ring);
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-			log_error(&blk->log, "%s: io_uring submit: %s", blk->name, strerror(-ret));
-			return;
-		}
-	}
-}
-
-/* Waits for the next completion while requests are in flight (the event thread, which
- * reaps them otherwise, is parked), handing the kernel what is still queued first. SQEs
- * a transient shortage left unsubmitted never complete by themselves: then the wait is
- * cut short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever.
- * 0 with *cqe, -ETIME when it is time to submit again, or another negative errno. */
-static int blk_wait_completion(struct virtio_blk *blk, struct io_uring_cqe **cqe)
-{
-	struct io_uring *ring = &blk->disk.ring;
-
-	blk_submit(blk);
-	if (io_uring_sq_ready(ring) == 0)
-		return io_uring_wait_cqe(ring, cqe);
-	struct __kernel_timespec resubmit = {.tv_nsec = BLK_RESUBMIT_MS * 1000000L};
-	return io_uring_wait_cqe_timeout(ring, cqe, &resubmit);
 }
 
 static void blk_push(struct virtio_blk *blk, const struct blk_request *req)
@@ -237,49 +205,43 @@ static void blk_on_completion(void *opaque)
 		log_warn(&blk->log, "%s: completion eventfd: %s", blk->name, strerror(errno));
 
 	pthread_mutex_lock(&dev->lock);
+	if (blk->ring.lost) {
+		blk_ring_drop_late(&blk->ring);
+		pthread_mutex_unlock(&dev->lock);
+		return;
+	}
 	uint16_t old_used_idx = blk_queue(blk)->used_idx;
 	while (io_uring_peek_cqe(&blk->disk.ring, &cqe) == 0)
 		blk_take_completion(blk, cqe);
 	blk_resume_waiting(blk);
-	blk_submit(blk);
+	blk_ring_submit(&blk->ring);
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
 	blk_serve_waiting_chain(blk);
 	pthread_mutex_unlock(&dev->lock);
 }
 
-/* Waits for every completion still owed and drops its request unanswered: after a
- * reset the device must not touch the rings (§2.4), and at destroy there are none. */
+/* A request in flight at a reset or a destroy, its I/O done: it ends unanswered. */
+static void blk_drop_request(void *opaque, struct blk_request *req)
+{
+	struct virtio_blk *blk = opaque;
+
+	blk_request_drop(&blk->disk, req);
+	blk_release(blk, req);
+}
+
+/* Ends every request unanswered, once the kernel owes nothing for them any more, or once
+ * the ring is given up (blk_ring.h): a request's I/O goes into guest buffers. */
 static void blk_drain(struct virtio_blk *blk)
 {
-	struct io_uring *ring = &blk->disk.ring;
-
 	/* Writes that wait for others (blk_request.waiting) have no I/O: they end here,
 	 * with the writes they wait for. */
 	for (unsigned i = 0; i < BLK_QUEUE_SIZE && blk->disk.waiting > 0; i++) {
 		struct blk_request *req = &blk->requests[i];
-		if (req->waiting) {
-			blk_request_drop(&blk->disk, req);
-			blk_release(blk, req);
-		}
+		if (req->waiting)
+			blk_drop_request(blk, req);
 	}
-
-	while (blk->disk.in_flight > 0) {
-		struct io_uring_cqe *cqe;
-
-		int err = blk_wait_completion(blk, &cqe);
-		if (err == -EINTR || err == -EAGAIN || err == -ETIME)
-			continue;
-		if (err < 0) {
-			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,
-				  blk->disk.in_flight, strerror(-err));
-			return;
-		}
-		struct blk_request *req = io_uring_cqe_get_data(cqe);
-		io_uring_cqe_seen(ring, cqe);
-		blk_request_drop(&blk->disk, req);
-		blk_release(blk, req);
-	}
+	blk_ring_drain(&blk->ring, blk_drop_request, blk);
 }
 
 static uint64_t blk_features(struct vdev *dev)
@@ -317,9 +279,16 @@ static void blk_config_write(struct vdev *dev, uint32_t offset, const uint8_t *d
 	(void)len;
 }
 
+/* A disk whose ring was given up does not start again: the transport then sets
+ * DEVICE_NEEDS_RESET, and the guest's requests never reach the ring. */
 static int blk_activate(struct vdev *dev)
 {
-	(void)dev;
+	struct virtio_blk *blk = dev->impl;
+
+	if (blk->ring.lost) {
+		log_debug(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
+		return -EIO;
+	}
 	return 0;
 }
 
@@ -328,10 +297,16 @@ static void blk_queue_notify(struct vdev *dev, uint16_t q)
 	struct virtio_blk *blk = dev->impl;
 	uint16_t old_used_idx = blk_queue(blk)->used_idx;
 
+	/* Not started on a lost ring (blk_activate); should a notification come all the
+	 * same, nothing is taken either. */
+	if (blk->ring.lost) {
+		vdev_needs_reset(dev, &blk->log, "its I/O ring was given up");
+		return;
+	}
 	if (q != 0 || blk->broken)
 		return;
 	blk_take_chains(blk);
-	blk_submit(blk);
+	blk_ring_submit(&blk->ring);
 	/* Chains answered at once: errors, GET_ID, empty transfers. */
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
@@ -342,7 +317,9 @@ static void blk_queue_notify(struct vdev *dev, uint16_t q)
  * buffers the driver has taken back, and Linux's virtio-mmio driver (vm_reset, 6.1)
  * writes 0 to the status and goes on without reading it back, so the reset must be
  * done when that write returns (§2.4.1: the device MUST NOT touch the rings after a
- * reset). The wait is bounded by VIRTIO_BLK_BUSY_BYTES_MAX of I/O, and a flush. */
+ * reset). The wait is bounded by VIRTIO_BLK_BUSY_BYTES_MAX of I/O, a flush, and a
+ * pause before a retry (blk_request.c) — or, where waiting on the ring fails for good,
+ * by giving the ring up (blk_ring.h). */
 static void blk_reset(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;
@@ -358,7 +335,10 @@ static void blk_reset(struct vdev *dev)
 /* Answers every request in flight, waiting on io_uring itself: while the VM is paused
  * the event thread, which reaps completions, is parked. What the driver had made
  * available and the device had not taken yet stays in the ring for later: the queue is
- * served again once the event thread runs (or, restored, when every queue is). */
+ * served again once the event thread runs (or, restored, when every queue is). A request
+ * whose file keeps answering -EAGAIN holds the pause up for about a second at most, until
+ * it fails (blk_request.c). A wait on the ring that fails for good, or a lost ring,
+ * leaves requests in flight, and blk_save() refuses the snapshot. */
 static void blk_quiesce(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;
@@ -367,14 +347,8 @@ static void blk_quiesce(struct vdev *dev)
 	while (blk->disk.in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		int err = blk_wait_completion(blk, &cqe);
-		if (err == -EINTR || err == -EAGAIN || err == -ETIME)
-			continue;
-		if (err < 0) {
-			log_error(&blk->log, "%s: waiting for %u requests in flight: %s", blk->name,
-				  blk->disk.in_flight, strerror(-err));
+		if (blk_ring_wait(&blk->ring, &cqe) < 0)
 			break;
-		}
 		blk_take_completion(blk, cqe);
 		blk_resume_waiting(blk);
 	}
@@ -387,6 +361,13 @@ static int blk_save(struct vdev *dev, struct snap_writer *w)
 {
 	struct virtio_blk *blk = dev->impl;
 
+	/* The requests given up with the ring may still be carried out by the host: a
+	 * restored guest would find its disk change under it. */
+	if (blk->ring.lost) {
+		log_error(&blk->log, "%s: out of service since its I/O ring was given up",
+			  blk->name);
+		return -EIO;
+	}
 	/* A request in flight lives in this process only: it would be lost. */
 	if (blk->disk.in_flight > 0 || blk->disk.waiting > 0) {
 		log_error(&blk->log, "%s: %u requests still in flight", blk->name,
@@ -581,6 +562,11 @@ static void blk_fill_config(struct virtio_blk *blk)
 
 static void blk_free(struct virtio_blk *blk)
 {
+	/* Unmaps the rings and closes the ring's descriptor, submitting nothing: the SQEs
+	 * of a lost ring the kernel never took never run, and what it took it cancels or
+	 * finishes on its own once the last mapping is gone. Nothing it still carries out
+	 * points into blk: it copied the iovecs and timeouts at submission, and the zero
+	 * page is static (blk_request.c). */
 	if (blk->ring_ready)
 		io_uring_queue_exit(&blk->disk.ring);
 	if (blk->event_fd >= 0)
@@ -644,6 +630,13 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	    .ops = &blk_ops,
 	    .impl = blk,
 	    .mem = mem,
+	};
+	blk->ring = (struct blk_ring){
+	    .disk = &blk->disk,
+	    .name = blk->name,
+	    .log = &blk->log,
+	    .mem = blk->dev.mem,
+	    .stall_ms = options->ring_stall_ms ? options->ring_stall_ms : BLK_RING_STALL_MS,
 	};
 	pthread_mutex_init(&blk->dev.lock, NULL);
 

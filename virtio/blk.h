@@ -9,7 +9,8 @@
  * unknown one with VIRTIO_BLK_S_UNSUPP; a chain with no writable byte for the status
  * goes back with nothing written (used length 0). Only a broken queue — a chain
  * virtq_pop() refuses, or a head offered again while the device still owns it — stops
- * the device until a reset (DEVICE_NEEDS_RESET). */
+ * the device until a reset (DEVICE_NEEDS_RESET). A disk whose io_uring had to be given
+ * up (blk_ring.h) stops for good: it no longer starts after a reset. */
 #ifndef MOTE_VIRTIO_BLK_H
 #define MOTE_VIRTIO_BLK_H
 
@@ -52,6 +53,10 @@ struct virtio_blk_options {
 	bool overlay_restore;
 	unsigned layer_count;
 	const char *const *layers;
+	/* How long a reset or a destroy that can no longer wait on the disk's io_uring
+	 * waits for its next completion before it gives the ring up (blk_ring.h); 0:
+	 * BLK_RING_STALL_MS. Tests shorten it. */
+	unsigned ring_stall_ms;
 };
 
 struct virtio_blk;
@@ -82,7 +87,9 @@ int virtio_blk_commit_overlays(struct virtio_blk *const *disks, unsigned count);
 int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole);
 
 /* Waits for requests in flight, then closes the image and the ring; blk may be NULL.
- * The event loop must no longer run (or no longer watch this device). */
+ * The event loop must no longer run (or no longer watch this device). Where the ring is
+ * given up instead (blk_ring.h), the guest memory is marked kept mapped: destroy it
+ * after the disk. */
 void virtio_blk_destroy(struct virtio_blk *blk);
 
 #endif

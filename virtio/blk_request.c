@@ -12,8 +12,23 @@
 
 #define BLK_HEADER_SIZE sizeof(struct virtio_blk_outhdr)
 #define BLK_RANGE_SIZE sizeof(struct virtio_blk_discard_write_zeroes)
-/* -EAGAIN or -EINTR this many times in a row fails the request instead of spinning. */
-#define BLK_MAX_RETRIES 8
+/* -EAGAIN or -EINTR: the host is short of something for now (a network or FUSE file
+ * system's server, memory) or was interrupted, and trying again at once mostly meets the
+ * same shortage. So the step goes again after a pause as long as all the pauses before it
+ * together, which doubles the wait with each try, within BLK_RETRY_PAUSE_MIN_MS and
+ * BLK_RETRY_PAUSE_MAX_MS. Once the pauses in a row add up to BLK_RETRY_BUDGET_MS, the
+ * next -EAGAIN or -EINTR fails the request. A shortage of a few ms then costs the guest a
+ * few ms, a lasting one fails the request in about a second, and a reset waits for one
+ * pause at most (blk_request_drop ends the request at its completion). */
+#define BLK_RETRY_PAUSE_MIN_MS 1
+#define BLK_RETRY_PAUSE_MAX_MS 128
+#define BLK_RETRY_BUDGET_MS 1000
+
+/* The source of every write-zeroes fallback: each iovec points here, aligned for an
+ * O_DIRECT image. Never written, and never freed: a write the kernel still carries out
+ * for a disk whose ring was given up (blk_ring.h) reads zeros here after the disk is
+ * gone, not whatever took its place. */
+static uint8_t zero_page[BLK_ZERO_PAGE_SIZE] __attribute__((aligned(4096)));
 
 static bool queue_current(struct blk_disk *disk, struct blk_request *req);
 
@@ -101,7 +116,7 @@ static bool map_segments(struct blk_request *req, const struct virtq_segment *se
 }
 
 /* A write-zeroes fallback writes from the zero page, as many pages per SQE as iovecs. */
-static void map_zero_page(struct blk_disk *disk, struct blk_request *req)
+static void map_zero_page(struct blk_request *req)
 {
 	uint64_t left = req->remaining;
 
@@ -109,7 +124,7 @@ static void map_zero_page(struct blk_disk *disk, struct blk_request *req)
 	req->iov_count = 0;
 	while (left > 0 && req->iov_count < BLK_SEG_MAX) {
 		size_t step = left < BLK_ZERO_PAGE_SIZE ? (size_t)left : BLK_ZERO_PAGE_SIZE;
-		req->iov[req->iov_count++] = (struct iovec){disk->zero_page, step};
+		req->iov[req->iov_count++] = (struct iovec){zero_page, step};
 		left -= step;
 	}
 }
@@ -199,7 +214,7 @@ static bool queue_transfer(struct blk_disk *disk, struct blk_request *req)
 	if (!sqe)
 		return answer(req, VIRTIO_BLK_S_IOERR);
 	if (req->writing_zeroes)
-		map_zero_page(disk, req);
+		map_zero_page(req);
 	uint64_t len = req->remaining;
 	bool from_image = false;
 	if (disk->overlay && !is_write(req)) {
@@ -432,7 +447,7 @@ static bool range_done(struct blk_disk *disk, struct blk_request *req, int res)
 	return queue_range(disk, req);
 }
 
-/* Queues again whatever step the request is at: after -EAGAIN/-EINTR, or a range done. */
+/* Queues again whatever step the request is at: after a pause, or a range done. */
 static bool queue_current(struct blk_disk *disk, struct blk_request *req)
 {
 	switch (req->type) {
@@ -444,6 +459,28 @@ static bool queue_current(struct blk_disk *disk, struct blk_request *req)
 	default:
 		return req->writing_zeroes ? queue_transfer(disk, req) : queue_range(disk, req);
 	}
+}
+
+/* Pauses req before its step goes again (BLK_RETRY_*). An IORING_OP_TIMEOUT with a count
+ * of 0 is a plain timer that completes with -ETIME (io_uring_prep_timeout(3)); it is the
+ * request's one SQE in flight meanwhile, so a reset or a pause of the VM waits for it as
+ * for any other, and nothing but the ring's own completion wakes the device. */
+static bool queue_pause(struct blk_disk *disk, struct blk_request *req)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&disk->ring);
+	uint32_t ms = req->paused_ms;
+
+	if (!sqe)
+		return answer(req, VIRTIO_BLK_S_IOERR);
+	if (ms < BLK_RETRY_PAUSE_MIN_MS)
+		ms = BLK_RETRY_PAUSE_MIN_MS;
+	if (ms > BLK_RETRY_PAUSE_MAX_MS)
+		ms = BLK_RETRY_PAUSE_MAX_MS;
+	req->paused_ms += ms;
+	req->pause = (struct __kernel_timespec){.tv_nsec = (long long)ms * 1000000};
+	req->pausing = true;
+	io_uring_prep_timeout(sqe, &req->pause, 0, 0);
+	return queued(disk, sqe, req);
 }
 
 static bool request_start(struct blk_disk *disk, struct blk_request *req,
@@ -464,9 +501,10 @@ static bool request_start(struct blk_disk *disk, struct blk_request *req,
 	req->run_len = 0;
 	req->run_count = 0;
 	req->cut_len = 0;
-	req->retries = 0;
 	req->direct = false;
 	req->buffered = false;
+	req->pausing = false;
+	req->paused_ms = 0;
 	req->range_count = 0;
 	req->range_next = 0;
 	req->writing_zeroes = false;
@@ -515,12 +553,17 @@ bool blk_request_start(struct blk_disk *disk, struct blk_request *req,
 static bool request_complete(struct blk_disk *disk, struct blk_request *req, int res)
 {
 	disk->in_flight--;
+	if (req->pausing) {
+		/* Whatever the timeout answered (-ETIME once it expired), the pause is over. */
+		req->pausing = false;
+		return queue_current(disk, req);
+	}
 	uncut_run(req);
 	if (res == -EAGAIN || res == -EINTR) {
-		if (req->retries++ < BLK_MAX_RETRIES)
-			return queue_current(disk, req);
+		if (req->paused_ms < BLK_RETRY_BUDGET_MS)
+			return queue_pause(disk, req);
 	} else {
-		req->retries = 0;
+		req->paused_ms = 0;
 	}
 	if (req->type == VIRTIO_BLK_T_IN || req->type == VIRTIO_BLK_T_OUT || req->writing_zeroes)
 		return transfer_done(disk, req, res);
@@ -553,6 +596,7 @@ void blk_request_drop(struct blk_disk *disk, struct blk_request *req)
 		disk->in_flight--;
 		uncut_run(req);
 	}
+	req->pausing = false;
 	req->busy = false;
 	overlay_released(disk, req, true);
 }

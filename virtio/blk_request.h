@@ -4,9 +4,11 @@
  * this file owns what a request means and how it is carried out.
  *
  * Each request has at most one SQE in flight at a time: a short transfer, a multi-range
- * discard or a write-zeroes fallback is continued from its completion. So the device
- * knows exactly how many completions it still owes (blk_disk.in_flight), which is what a
- * reset waits for. No locking here: the caller holds the device's lock. */
+ * discard or a write-zeroes fallback is continued from its completion, and a step the
+ * host answered -EAGAIN or -EINTR goes again from the completion of the timeout that
+ * paused it. So the device knows exactly how many completions it still owes
+ * (blk_disk.in_flight), which is what a reset waits for. No locking here: the caller
+ * holds the device's lock. */
 #ifndef MOTE_VIRTIO_BLK_REQUEST_H
 #define MOTE_VIRTIO_BLK_REQUEST_H
 
@@ -77,8 +79,6 @@ struct blk_disk {
 	 * always in flight while one waits: each waits, at its start, for writes started
 	 * before it, in flight or waiting themselves. */
 	unsigned waiting;
-	/* The source of a write-zeroes fallback: every iovec points here. */
-	uint8_t zero_page[BLK_ZERO_PAGE_SIZE];
 };
 
 /* A byte range of the image and the fallocate mode that discards or zeroes it. */
@@ -110,9 +110,16 @@ struct blk_request {
 	uint64_t run_len;
 	unsigned run_count;
 	size_t cut_len;
-	unsigned retries; /* -EAGAIN/-EINTR in a row */
-	bool direct;	  /* the SQE in flight went to disk->direct_fd */
-	bool buffered;	  /* the host refused this transfer O_DIRECT: no more tries */
+	bool direct;   /* the SQE in flight went to disk->direct_fd */
+	bool buffered; /* the host refused this transfer O_DIRECT: no more tries */
+
+	/* A step the host answered -EAGAIN or -EINTR goes again after a pause
+	 * (blk_request.c, BLK_RETRY_*): pausing while the SQE in flight is its timeout, of
+	 * length pause (which the kernel reads at submission); paused_ms adds up the pauses
+	 * since the last answer that was neither. */
+	bool pausing;
+	uint32_t paused_ms;
+	struct __kernel_timespec pause;
 
 	/* DISCARD and WRITE_ZEROES: range[range_next] is the one in progress. */
 	unsigned range_count;

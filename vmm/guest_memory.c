@@ -126,7 +126,11 @@ int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int f
 
 void guest_memory_destroy(struct guest_memory *mem)
 {
-	if (mem->base)
+	/* Leaked on purpose when kept mapped: unmapped, the range could be handed to the
+	 * next mmap() of this process (a library's, another VM's RAM), and a read the kernel
+	 * still carries out would write into it. Mapped, such a write lands in pages nobody
+	 * uses. The memfd may close: the mapping holds its file. */
+	if (mem->base && !__atomic_load_n(&mem->keep_mapped, __ATOMIC_ACQUIRE))
 		munmap(mem->base, mem->size);
 	if (mem->memfd >= 0)
 		close(mem->memfd);
@@ -136,6 +140,11 @@ void guest_memory_destroy(struct guest_memory *mem)
 	memset(mem, 0, sizeof(*mem));
 	mem->memfd = -1;
 	mem->source_fd = -1;
+}
+
+void guest_memory_keep_mapped(struct guest_memory *mem)
+{
+	__atomic_store_n(&mem->keep_mapped, true, __ATOMIC_RELEASE);
 }
 
 static size_t guest_memory_bitmap_words(const struct guest_memory *mem)

@@ -4,6 +4,7 @@
 #ifndef MOTE_GUEST_MEMORY_H
 #define MOTE_GUEST_MEMORY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,9 @@ struct guest_memory {
 	 * page of the memory file's layout, when dirty tracking is on (else NULL). KVM's
 	 * dirty log sees only the guest's own writes; diff snapshots need both. */
 	uint64_t *vmm_dirty;
+	/* I/O the host kernel may still carry out lands here (guest_memory_keep_mapped):
+	 * destroying the memory leaves it mapped. Atomic: any thread sets it. */
+	bool keep_mapped;
 };
 
 /* Creates size bytes of guest RAM (a multiple of 2 MiB, at least 16 MiB), laid out
@@ -46,7 +50,16 @@ int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mo
 int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int fd,
 				  const struct mote_log *log);
 
+/* Unmaps the memory and closes its file, unless it is kept mapped (below): then the
+ * mapping stays where it is until the process ends, and only the descriptors and the
+ * dirty bitmap go. */
 void guest_memory_destroy(struct guest_memory *mem);
+
+/* A device gave up I/O that the host kernel may still carry out into or out of this
+ * memory (a disk whose io_uring was lost: blk_ring.h). From then on the mapping is never
+ * unmapped, so that the range cannot become another mapping a late write would land in;
+ * the pages stay this process's, unused. Any thread; for good. */
+void guest_memory_keep_mapped(struct guest_memory *mem);
 
 /* Starts recording the monitor's own writes (guest_memory_mark_dirty). -ENOMEM. */
 int guest_memory_track_dirty(struct guest_memory *mem);

@@ -1,0 +1,421 @@
+/* virtio-blk reset and destroy return only once no request in flight can write into
+ * guest memory any more, even when waiting on io_uring fails for good: a read landing
+ * after the reset would write into buffers the driver took back (virtio 1.2 §2.4), one
+ * landing after the destroy into memory that may be something else by then. The failure
+ * is a real one: the ring's descriptor is replaced by /dev/null, so io_uring_enter(2)
+ * answers EOPNOTSUPP, while the ring itself, kept alive by its mappings, goes on carrying
+ * out the I/O and posting completions. A read is held on a pipe put in place of the
+ * image, until data is written into the pipe.
+ *
+ * Where the device cannot know the I/O has ended (no completion for its stall bound, or
+ * only SQEs the kernel never took), it gives the ring up rather than end the process
+ * (blk_ring.h): the reset or destroy returns, the guest memory is kept mapped, the ring
+ * is never entered again, a late completion answers nothing, and the disk stays out of
+ * service. The test driver is blk_driver.h. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "blk_driver.h"
+#include "vmm/snapshot_stream.h"
+
+#define HELD_MS 50
+#define LANDED 0x3c /* what the held read brings */
+/* The stall bound of a disk in the tests that give its ring up for want of completions:
+ * short, so that the test is quick, and the read it holds stays held that long. */
+#define STALL_MS 100
+#define UNTOUCHED 0xee /* a request's data buffer until the device reads into it */
+#define NO_STATUS 0xff /* a status byte until the device answers */
+#define RING_LINK "anon_inode:[io_uring]"
+
+/* The descriptor of this process that links to target (proc(5), /proc/self/fd); there
+ * must be exactly one. */
+static int fd_linked_to(const char *target)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *entry;
+	int found = -1;
+	unsigned matches = 0;
+
+	assert_non_null(dir);
+	while ((entry = readdir(dir))) {
+		char path[PATH_MAX], link[PATH_MAX];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", entry->d_name);
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, target) == 0) {
+			found = atoi(entry->d_name);
+			matches++;
+		}
+	}
+	closedir(dir);
+	assert_int_equal(matches, 1);
+	return found;
+}
+
+/* Puts the read end of a new pipe in place of the disk's image: a read waits there until
+ * the write end, in pipe_fds[1], brings data. */
+static void hold_reads_on_a_pipe(struct fixture *f, int pipe_fds[2])
+{
+	char image[PATH_MAX];
+
+	assert_non_null(realpath(f->path, image));
+	assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
+	assert_true(dup2(pipe_fds[0], fd_linked_to(image)) >= 0);
+	close(pipe_fds[0]);
+}
+
+/* Replaces the disk's io_uring descriptor by /dev/null. With kept, a descriptor of the
+ * ring is kept in *kept first, to put it back with mend_the_ring_descriptor(). Returns
+ * the number of the descriptor replaced. */
+static int break_the_ring_descriptor_keeping(int *kept)
+{
+	int ring_fd = fd_linked_to(RING_LINK);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	assert_true(null >= 0);
+	if (kept) {
+		*kept = fcntl(ring_fd, F_DUPFD_CLOEXEC, 0);
+		assert_true(*kept >= 0);
+	}
+	assert_true(dup2(null, ring_fd) >= 0);
+	close(null);
+	return ring_fd;
+}
+
+static void break_the_ring_descriptor(void)
+{
+	break_the_ring_descriptor_keeping(NULL);
+}
+
+/* Puts the ring back at ring_fd: from here on it could be entered again. */
+static void mend_the_ring_descriptor(int ring_fd, int kept)
+{
+	assert_true(dup3(kept, ring_fd, O_CLOEXEC) >= 0);
+	close(kept);
+}
+
+/* The thread that ends the hold: HELD_MS later, a sector of LANDED into the pipe. Should
+ * the disk be gone by then (a failing test), the write fails with EPIPE, and the
+ * SIGPIPE, blocked here, ends with the thread rather than the test program. */
+static void *release_held_read(void *arg)
+{
+	int fd = *(int *)arg;
+	uint8_t data[SECTOR];
+	sigset_t pipe_signal;
+
+	sigemptyset(&pipe_signal);
+	sigaddset(&pipe_signal, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
+	nanosleep(&(struct timespec){.tv_nsec = HELD_MS * 1000000L}, NULL);
+	memset(data, LANDED, sizeof(data));
+	if (write(fd, data, sizeof(data)) != (ssize_t)sizeof(data))
+		perror("release_held_read");
+	return NULL;
+}
+
+/* A read of one sector in flight, held on the pipe, on a ring whose waits fail; the
+ * thread that releases it started. */
+static struct req read_held_on_a_broken_ring(struct fixture *f, int pipe_fds[2],
+					     pthread_t *releaser)
+{
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	break_the_ring_descriptor();
+	assert_int_equal(pthread_create(releaser, NULL, release_held_read, &pipe_fds[1]), 0);
+	return r;
+}
+
+static void assert_landed_unanswered(struct fixture *f, struct req r, const uint8_t *seen)
+{
+	for (size_t i = 0; i < SECTOR; i++)
+		assert_int_equal(seen[i], LANDED);
+	assert_int_equal(status_of(f, r), NO_STATUS);
+	assert_int_equal(used(f)->idx, 0);
+}
+
+static void reset_returns_only_after_the_read_in_flight_landed_though_waits_fail(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+	pthread_t releaser;
+	uint8_t seen[SECTOR];
+
+	struct req r = read_held_on_a_broken_ring(f, pipe_fds, &releaser);
+	reset_dev(f->dev);
+	memcpy(seen, guest(f, r.data, SECTOR), SECTOR);
+	pthread_join(releaser, NULL);
+	close(pipe_fds[1]);
+	assert_landed_unanswered(f, r, seen);
+}
+
+static void destroy_returns_only_after_the_read_in_flight_landed_though_waits_fail(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+	pthread_t releaser;
+	uint8_t seen[SECTOR];
+
+	struct req r = read_held_on_a_broken_ring(f, pipe_fds, &releaser);
+	detach(f);
+	memcpy(seen, guest(f, r.data, SECTOR), SECTOR);
+	pthread_join(releaser, NULL);
+	close(pipe_fds[1]);
+	assert_landed_unanswered(f, r, seen);
+}
+
+/* The disk again, with its stall bound at STALL_MS. */
+static void attach_with_a_short_stall(struct fixture *f)
+{
+	detach(f);
+	attach_options(f, &(struct virtio_blk_options){.ring_stall_ms = STALL_MS}, false);
+}
+
+/* A read whose SQE the kernel never took, on a ring that cannot be entered any more,
+ * then a reset: with nothing else owed, the reset gives the ring up. */
+static struct req give_the_ring_up(struct fixture *f)
+{
+	break_the_ring_descriptor();
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	reset_dev(f->dev);
+	return r;
+}
+
+/* What a driver does after a reset before it starts the device again: fresh rings,
+ * the queue set up again, and new chains from descriptors past those of before. */
+static void driver_starts_over(struct fixture *f)
+{
+	avail(f)->idx = 0;
+	used(f)->idx = 0;
+	f->next_desc = QSIZE / 2;
+	assert_int_equal(virtq_configure(&f->dev->queues[0], &f->mem, QSIZE, DESC_ADDR, AVAIL_ADDR,
+					 USED_ADDR, false),
+			 0);
+}
+
+static int activate_dev(struct vdev *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	int ret = dev->ops->activate(dev);
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+static int save_dev(struct vdev *dev)
+{
+	struct snap_writer w;
+
+	snap_writer_init(&w);
+	pthread_mutex_lock(&dev->lock);
+	int ret = dev->ops->save(dev, &w);
+	pthread_mutex_unlock(&dev->lock);
+	snap_writer_free(&w);
+	return ret;
+}
+
+static void assert_untouched(struct fixture *f, struct req r)
+{
+	const uint8_t *data = guest(f, r.data, SECTOR);
+
+	for (size_t i = 0; i < SECTOR; i++)
+		assert_int_equal(data[i], UNTOUCHED);
+	assert_int_equal(status_of(f, r), NO_STATUS);
+	assert_int_equal(used(f)->idx, 0);
+}
+
+/* The one error of a ring given up names the disk, the requests given up and what
+ * follows. */
+static void assert_gave_up_logged(struct fixture *f, unsigned requests)
+{
+	char count[32];
+
+	snprintf(count, sizeof(count), "gave up %u requests", requests);
+	assert_non_null(strstr(f->log_text, f->path));
+	assert_non_null(strstr(f->log_text, count));
+	assert_non_null(strstr(f->log_text, "out of service"));
+	assert_non_null(strstr(f->log_text, "guest memory stays mapped"));
+}
+
+static void reset_with_only_a_read_the_broken_ring_never_took_gives_the_ring_up(void **state)
+{
+	struct fixture *f = *state;
+
+	struct req r = give_the_ring_up(f);
+	assert_untouched(f, r);
+	assert_true(f->mem.keep_mapped);
+	assert_gave_up_logged(f, 1);
+	/* At once, without waiting out the stall bound for a completion that cannot come. */
+	assert_non_null(strstr(f->log_text, "the kernel never took them"));
+}
+
+static void destroy_with_a_read_that_never_completes_gives_the_ring_up(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+
+	attach_with_a_short_stall(f);
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	break_the_ring_descriptor();
+	detach(f);
+	close(pipe_fds[1]);
+	assert_untouched(f, r);
+	assert_true(f->mem.keep_mapped);
+	assert_gave_up_logged(f, 1);
+	char why[64];
+	snprintf(why, sizeof(why), "no completion for %d ms", STALL_MS);
+	assert_non_null(strstr(f->log_text, why));
+}
+
+/* A read held on a pipe, on a disk that gives its ring up after STALL_MS; once a reset
+ * did, the read's data is written into the pipe, and the kernel carries it out: on
+ * return, the data landed in the guest's buffer and its completion is on the ring. */
+static struct req land_a_read_after_its_ring_was_given_up(struct fixture *f)
+{
+	int pipe_fds[2];
+	uint8_t data[SECTOR];
+
+	attach_with_a_short_stall(f);
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	break_the_ring_descriptor();
+	reset_dev(f->dev);
+	assert_true(f->mem.keep_mapped);
+	assert_untouched(f, r);
+
+	memset(data, LANDED, sizeof(data));
+	assert_int_equal(write(pipe_fds[1], data, sizeof(data)), (ssize_t)sizeof(data));
+	close(pipe_fds[1]);
+	/* The read goes on from task work that runs as this thread leaves the kernel, and
+	 * posts its completion once its data is in. */
+	for (int i = 0; i < 5000 && *(uint8_t *)guest(f, r.data + SECTOR - 1, 1) != LANDED; i++)
+		nanosleep(&(struct timespec){.tv_nsec = 1000000L}, NULL);
+	assert_memory_equal(guest(f, r.data, SECTOR), data, SECTOR); /* kept mapped */
+	return r;
+}
+
+static void assert_unanswered(struct fixture *f, struct req r)
+{
+	assert_int_equal(status_of(f, r), NO_STATUS);
+	assert_int_equal(used(f)->idx, 0);
+	assert_int_equal(f->transport.interrupts[BLK_QUEUE], 0);
+}
+
+static void a_read_landing_after_its_ring_was_given_up_is_not_answered_on_completion(void **state)
+{
+	struct fixture *f = *state;
+
+	struct req r = land_a_read_after_its_ring_was_given_up(f);
+	/* The completion's eventfd: its handler ran. */
+	assert_int_equal(event_loop_run_once(&f->loop, 5000), 1);
+	assert_unanswered(f, r);
+}
+
+static void a_read_landing_after_its_ring_was_given_up_is_not_answered_by_a_pause(void **state)
+{
+	struct fixture *f = *state;
+
+	struct req r = land_a_read_after_its_ring_was_given_up(f);
+	quiesce_dev(f->dev);
+	assert_unanswered(f, r);
+}
+
+static void a_disk_whose_ring_was_given_up_does_not_start_again(void **state)
+{
+	struct fixture *f = *state;
+
+	give_the_ring_up(f);
+	driver_starts_over(f);
+	assert_int_equal(activate_dev(f->dev), -EIO);
+}
+
+static void a_notified_disk_whose_ring_was_given_up_takes_nothing_and_asks_for_a_reset(void **state)
+{
+	struct fixture *f = *state;
+
+	give_the_ring_up(f);
+	driver_starts_over(f);
+	struct req id = request(f, VIRTIO_BLK_T_GET_ID, 0, VIRTIO_BLK_ID_MAX);
+	for (int i = 1; i <= 2; i++) {
+		notify_dev(f->dev);
+		assert_int_equal(f->transport.needs_reset, i);
+	}
+	assert_int_equal(used(f)->idx, 0);
+	assert_int_equal(status_of(f, id), NO_STATUS);
+}
+
+/* Once its descriptor is back, the ring could be entered again: its SQE would read the
+ * image into the driver's buffer. Neither a pause, a notification, a completion handler
+ * nor the destroy (io_uring_queue_exit) enters it. */
+static void a_ring_given_up_is_never_entered_again_though_it_could_be(void **state)
+{
+	struct fixture *f = *state;
+	int kept;
+
+	int ring_fd = break_the_ring_descriptor_keeping(&kept);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	reset_dev(f->dev);
+	mend_the_ring_descriptor(ring_fd, kept);
+	assert_true(f->mem.keep_mapped);
+
+	quiesce_dev(f->dev);
+	driver_starts_over(f);
+	request(f, VIRTIO_BLK_T_IN, 1, SECTOR);
+	notify_dev(f->dev);
+	assert_true(event_loop_run_once(&f->loop, 0) >= 0);
+	detach(f);
+	nanosleep(&(struct timespec){.tv_nsec = HELD_MS * 1000000L}, NULL);
+	const uint8_t *data = guest(f, r.data, SECTOR);
+	for (size_t i = 0; i < SECTOR; i++)
+		assert_int_equal(data[i], UNTOUCHED);
+	assert_int_equal(status_of(f, r), NO_STATUS);
+}
+
+static void a_disk_whose_ring_was_given_up_refuses_a_snapshot(void **state)
+{
+	struct fixture *f = *state;
+
+	give_the_ring_up(f);
+	quiesce_dev(f->dev);
+	assert_int_equal(save_dev(f->dev), -EIO);
+}
+
+#define TEST(name) cmocka_unit_test_setup_teardown(name, blk_driver_setup, blk_driver_teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TEST(reset_returns_only_after_the_read_in_flight_landed_though_waits_fail),
+	    TEST(destroy_returns_only_after_the_read_in_flight_landed_though_waits_fail),
+	    TEST(reset_with_only_a_read_the_broken_ring_never_took_gives_the_ring_up),
+	    TEST(destroy_with_a_read_that_never_completes_gives_the_ring_up),
+	    TEST(a_read_landing_after_its_ring_was_given_up_is_not_answered_on_completion),
+	    TEST(a_read_landing_after_its_ring_was_given_up_is_not_answered_by_a_pause),
+	    TEST(a_disk_whose_ring_was_given_up_does_not_start_again),
+	    TEST(a_notified_disk_whose_ring_was_given_up_takes_nothing_and_asks_for_a_reset),
+	    TEST(a_ring_given_up_is_never_entered_again_though_it_could_be),
+	    TEST(a_disk_whose_ring_was_given_up_refuses_a_snapshot),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
