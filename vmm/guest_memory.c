@@ -124,13 +124,28 @@ int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int f
 	return 0;
 }
 
+/* Memory kept mapped (guest_memory_keep_mapped) at its destroy: unmapped, the range could
+ * be handed to the next mmap() of this process (a library's, another VM's RAM), and a
+ * read the kernel still carries out would write into it. Replaced in place by a
+ * reservation that holds no memory (PROT_NONE, MAP_FIXED over the old mapping, mmap(2)),
+ * such a copy fails with EFAULT instead, and the guest's RAM goes back to the host; pages
+ * the kernel pinned for direct I/O stay valid until it lets them go. If even that mapping
+ * fails, the old one stays: leaked, but never reused. */
+static void guest_memory_reserve_range(struct guest_memory *mem)
+{
+	void *reserved = mmap(mem->base, mem->size, PROT_NONE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+
+	if (reserved == MAP_FAILED) {
+		/* Nothing to do: the guest's mapping stays in place for good. */
+	}
+}
+
 void guest_memory_destroy(struct guest_memory *mem)
 {
-	/* Leaked on purpose when kept mapped: unmapped, the range could be handed to the
-	 * next mmap() of this process (a library's, another VM's RAM), and a read the kernel
-	 * still carries out would write into it. Mapped, such a write lands in pages nobody
-	 * uses. The memfd may close: the mapping holds its file. */
-	if (mem->base && !__atomic_load_n(&mem->keep_mapped, __ATOMIC_ACQUIRE))
+	if (mem->base && __atomic_load_n(&mem->keep_mapped, __ATOMIC_ACQUIRE))
+		guest_memory_reserve_range(mem);
+	else if (mem->base)
 		munmap(mem->base, mem->size);
 	if (mem->memfd >= 0)
 		close(mem->memfd);

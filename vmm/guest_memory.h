@@ -50,15 +50,15 @@ int guest_memory_create(struct guest_memory *mem, uint64_t size, const struct mo
 int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int fd,
 				  const struct mote_log *log);
 
-/* Unmaps the memory and closes its file, unless it is kept mapped (below): then the
- * mapping stays where it is until the process ends, and only the descriptors and the
- * dirty bitmap go. */
+/* Unmaps the memory and closes its file. Memory kept mapped (below) has its range
+ * reserved instead until the process ends: no longer backed by the guest's RAM and
+ * inaccessible, but never handed to another mapping. */
 void guest_memory_destroy(struct guest_memory *mem);
 
 /* A device gave up I/O that the host kernel may still carry out into or out of this
- * memory (a disk whose io_uring was lost: blk_ring.h). From then on the mapping is never
- * unmapped, so that the range cannot become another mapping a late write would land in;
- * the pages stay this process's, unused. Any thread; for good. */
+ * memory (a disk whose io_uring was lost: blk_ring.h). From then on its address range is
+ * never released, so that it cannot become another mapping a late write would land in
+ * (guest_memory_destroy). Any thread; for good. */
 void guest_memory_keep_mapped(struct guest_memory *mem);
 
 /* Starts recording the monitor's own writes (guest_memory_mark_dirty). -ENOMEM. */
