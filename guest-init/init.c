@@ -438,8 +438,8 @@ int main(void)
 	/* Ctrl-Alt-Del (a keyboard's, or the VMM's SendCtrlAltDel) comes to PID 1 as SIGINT
 	 * instead of restarting the kernel at once, which would lose what the page cache
 	 * holds: the reboot that follows syncs first (power_off). Only as the guest's
-	 * PID 1: the setting is the whole kernel's. It fails only without CAP_SYS_BOOT,
-	 * which PID 1 has. */
+	 * PID 1: the setting is the whole kernel's. It fails only where PID 1 could not
+	 * reboot anyway (no CAP_SYS_BOOT, or a PID namespace of a container). */
 	if (getpid() == 1)
 		(void)reboot(RB_DISABLE_CAD);
 

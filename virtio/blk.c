@@ -336,9 +336,10 @@ static void blk_reset(struct vdev *dev)
  * the event thread, which reaps completions, is parked. What the driver had made
  * available and the device had not taken yet stays in the ring for later: the queue is
  * served again once the event thread runs (or, restored, when every queue is). A request
- * whose file keeps answering -EAGAIN holds the pause up for about a second at most, until
- * it fails (blk_request.c). A wait on the ring that fails for good, or a lost ring,
- * leaves requests in flight, and blk_save() refuses the snapshot. */
+ * whose file keeps answering -EAGAIN holds the pause up for about a second of pauses,
+ * plus its tries' own I/O, until it fails (blk_request.c). A wait on the ring that
+ * fails for good, or a lost ring, leaves requests in flight, and blk_save() refuses the
+ * snapshot. */
 static void blk_quiesce(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;

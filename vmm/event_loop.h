@@ -88,8 +88,9 @@ int event_loop_start(struct event_loop *loop);
 void event_loop_pause(struct event_loop *loop);
 
 /* event_loop_pause() in two halves, so that the thread parks while the caller does
- * something else: the first asks and returns at once, the second waits until the thread
- * is parked (or ended). Handlers may run until the second returns. */
+ * something else (a VM's pause stops its vCPUs meanwhile, vm_pause.c): the first asks and returns
+ * at once, the second waits until the thread is parked (or ended). Handlers may run until the
+ * second returns. */
 void event_loop_ask_park(struct event_loop *loop);
 void event_loop_wait_parked(struct event_loop *loop);
 

@@ -278,9 +278,11 @@ static void asking_to_park_does_not_wait_and_waiting_outlasts_a_running_handler(
 		usleep(1000);
 	assert_true(atomic_load(&held.running));
 
+	/* The handler is let go 100 ms from now: an asking that waited for it would return
+	 * only after, with the handler finished. */
+	assert_int_equal(pthread_create(&releaser, NULL, release_after_100_ms, &held), 0);
 	event_loop_ask_park(&f->loop);
 	assert_false(atomic_load(&held.finished)); /* returned with the handler still held */
-	assert_int_equal(pthread_create(&releaser, NULL, release_after_100_ms, &held), 0);
 	event_loop_wait_parked(&f->loop);
 	assert_true(atomic_load(&held.finished));
 
