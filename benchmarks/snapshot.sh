@@ -81,8 +81,12 @@ stats() {
 		"$([ "$count" -eq "$RUNS" ] || echo " [$count runs]")"
 }
 
-# pss_kib PID / private_kib PID: from /proc/PID/smaps_rollup, 0 for a process gone.
+# pss_kib PID / private_kib PID / huge_kib PID: from /proc/PID/smaps_rollup, 0 for a
+# process gone. huge_kib: anonymous memory in transparent huge pages, which the outer
+# guest's kernel hands out on a first touch ("always"): one 2 MiB page in a heap shows
+# as 2 MiB of a copy's private memory.
 pss_kib() { awk '/^Pss:/ { print $2 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
+huge_kib() { awk '/^AnonHugePages:/ { print $2 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
 private_kib() {
 	awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s + 0 }' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0
 }
@@ -141,7 +145,7 @@ fork_memory() {
 	private=$(private_kib "$first")
 	if [ -n "$memfile" ]; then
 		written=$(mapping_private_kib "$first" "$memfile")
-		echo "$(mib "$private") MiB ($(mib "$written") guest-written + $(mib $((private - written))) monitor)" >"$d/fork-$n-private"
+		echo "$(mib "$private") MiB ($(mib "$written") guest-written + $(mib $((private - written))) monitor, $(mib "$(huge_kib "$first")") in huge pages)" >"$d/fork-$n-private"
 	else
 		echo "$(mib "$private") MiB" >"$d/fork-$n-private"
 	fi
