@@ -76,7 +76,8 @@ struct vdev_ops {
 	 *
 	 * save: the device's own state (not the transport's, nor its queues') after a
 	 * quiesce, appended to the transport's section. 0 or a negative errno (-EBUSY:
-	 * something is still in flight), with a message logged.
+	 * something is still in flight; -EIO: the device is out of service, e.g. a disk
+	 * whose ring was given up), with a message logged.
 	 *
 	 * load: reads what save wrote into a device just built with the same options,
 	 * whose queues the transport has already loaded (ready, indices, addresses) and
