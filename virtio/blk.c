@@ -1,7 +1,8 @@
 /* virtio-blk (virtio 1.2 §5.2): the device model around blk_request.c. It owns the
- * image, its lock, the io_uring and the ring's completion eventfd, the config space,
- * and the one request queue: a notification starts the chains available, a completion
- * answers what finished, each pushing and interrupting once per batch.
+ * image and its lock (opened by blk_open.c), the io_uring and the ring's completion
+ * eventfd, the config space, and the one request queue: a notification starts the
+ * chains available, a completion answers what finished, each pushing and interrupting
+ * once per batch.
  *
  * Two bounds keep one guest's disk from holding up the rest of its VM. A turn starts
  * at most VIRTIO_BLK_TAKE_BUDGET chains, then asks to be served again, so the VM's
@@ -16,22 +17,16 @@
  * driver breaking the queue, and the device asks for a reset. */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/file.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <linux/fs.h>
-
-#include "../vmm/file_image.h"
 #include "../vmm/snapshot_stream.h"
 #include "blk.h"
+#include "blk_open.h"
 #include "blk_overlay.h"
 #include "blk_request.h"
 #include "blk_ring.h"
@@ -417,109 +412,6 @@ static const struct vdev_ops blk_ops = {
     .load = blk_load,
 };
 
-/* Reports what failed with errno and returns it negated. */
-static int blk_host_error(const struct virtio_blk *blk, const char *path, const char *what)
-{
-	int err = errno;
-
-	log_error(&blk->log, "disk %s: %s: %s", path, what, strerror(err));
-	return -err;
-}
-
-/* err: -EISDIR for a directory, -EMEDIUMTYPE for another kind of file. */
-static int blk_not_a_disk(const struct virtio_blk *blk, const char *path, int err)
-{
-	log_error(&blk->log, "disk %s: not a regular file or block device", path);
-	return err;
-}
-
-/* Opens and locks the image and sizes the disk. */
-static int blk_open_image(struct virtio_blk *blk, const struct virtio_blk_options *options)
-{
-	const char *path = options->path;
-	struct stat st;
-	uint64_t size;
-
-	blk->disk.fd =
-	    file_open_kind(path, options->read_only ? O_RDONLY : O_RDWR, FILE_REGULAR_OR_BLOCK);
-	if (blk->disk.fd == -EISDIR || blk->disk.fd == -EMEDIUMTYPE)
-		return blk_not_a_disk(blk, path, blk->disk.fd);
-	if (blk->disk.fd < 0) {
-		errno = -blk->disk.fd;
-		return blk_host_error(blk, path, "cannot open");
-	}
-	if (fstat(blk->disk.fd, &st) != 0)
-		return blk_host_error(blk, path, "fstat");
-	if (S_ISREG(st.st_mode))
-		size = (uint64_t)st.st_size;
-	else if (ioctl(blk->disk.fd, BLKGETSIZE64, &size) != 0)
-		return blk_host_error(blk, path, "BLKGETSIZE64");
-	/* Rounded up: the tail of a partial last sector reads as zeros. */
-	blk->disk.capacity = size / BLK_SECTOR_SIZE + (size % BLK_SECTOR_SIZE != 0);
-	blk->disk.read_only = options->read_only;
-
-	/* Never wait for the lock: two VMs writing one image is an error, not a queue. */
-	if (flock(blk->disk.fd, (options->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
-		if (errno != EWOULDBLOCK)
-			return blk_host_error(blk, path, "cannot lock");
-		log_error(&blk->log, "disk %s: locked by another process (is another VM using it?)",
-			  path);
-		return -EBUSY;
-	}
-	return 0;
-}
-
-/* The image read-only under an overlay, which takes the guest's writes: disk.fd is the
- * overlay's (owned by it), the image is read through overlay->base_fd. */
-static int blk_open_overlay(struct virtio_blk *blk, const struct virtio_blk_options *options)
-{
-	struct blk_overlay_options overlay = {
-	    .base = options->path,
-	    .overlay = options->overlay,
-	    .restore = options->overlay_restore,
-	    .layer_count = options->layer_count,
-	    .layers = options->layers,
-	};
-
-	if (options->read_only) {
-		log_error(&blk->log,
-			  "disk %s: an overlay is for a writable disk, not a read-only one",
-			  options->path);
-		return -EINVAL;
-	}
-	int err = blk_overlay_open(&overlay, &blk->log, &blk->disk.overlay);
-	if (err)
-		return err;
-	blk->disk.fd = blk->disk.overlay->fd;
-	blk->disk.capacity = blk->disk.overlay->size / BLK_SECTOR_SIZE +
-			     (blk->disk.overlay->size % BLK_SECTOR_SIZE != 0);
-	return 0;
-}
-
-/* A second descriptor of the file written (the image, or its overlay), O_DIRECT, opened
- * through the first (file_reopen), so it is the very file the first one locked. The
- * lock stays with the first (flock locks an open file, and a second exclusive one here
- * would conflict with it). */
-static int blk_open_direct(struct virtio_blk *blk, const struct virtio_blk_options *options)
-{
-	const char *path =
-	    blk->disk.overlay ? blk_overlay_file_path(blk->disk.overlay) : options->path;
-	int flags = (options->read_only ? O_RDONLY : O_RDWR) | O_DIRECT;
-
-	/* Through the locked fd: the very file, whatever its path names by now. */
-	int fd = file_reopen(blk->disk.fd, path, flags);
-	if (fd < 0) {
-		errno = -fd;
-		if (errno != EINVAL)
-			return blk_host_error(blk, path, "cannot open with O_DIRECT");
-		log_error(&blk->log, "disk %s: its file system refuses O_DIRECT (drop direct)",
-			  path);
-		return -EINVAL;
-	}
-	blk->disk.direct_fd = fd;
-	return 0;
-}
-
 static int blk_setup_ring(struct virtio_blk *blk, const char *path)
 {
 	int err = io_uring_queue_init(BLK_QUEUE_SIZE, &blk->disk.ring, 0);
@@ -612,9 +504,10 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	}
 	memcpy(blk->disk.id, options->id ? options->id : "", id_len);
 
-	int err = options->overlay ? blk_open_overlay(blk, options) : blk_open_image(blk, options);
+	int err = options->overlay ? blk_open_overlay(&blk->disk, options, &blk->log)
+				   : blk_open_image(&blk->disk, options, &blk->log);
 	if (!err && options->direct)
-		err = blk_open_direct(blk, options);
+		err = blk_open_direct(&blk->disk, options, &blk->log);
 	if (!err)
 		err = blk_setup_ring(blk, options->path);
 	if (err) {
