@@ -18,6 +18,7 @@
 #include <linux/magic.h>
 
 #include "blk_driver.h"
+#include "vmm/snapshot_stream.h"
 
 uint8_t pattern(uint64_t offset)
 {
@@ -347,6 +348,18 @@ void quiesce_dev(struct vdev *dev)
 	pthread_mutex_lock(&dev->lock);
 	dev->ops->quiesce(dev);
 	pthread_mutex_unlock(&dev->lock);
+}
+
+int save_dev(struct vdev *dev)
+{
+	struct snap_writer w;
+
+	snap_writer_init(&w);
+	pthread_mutex_lock(&dev->lock);
+	int ret = dev->ops->save(dev, &w);
+	pthread_mutex_unlock(&dev->lock);
+	snap_writer_free(&w);
+	return ret;
 }
 
 void wait_used(struct fixture *f, uint16_t n)

@@ -137,6 +137,9 @@ void notify_dev(struct vdev *dev);
 void reset_dev(struct vdev *dev);
 /* What a pause does to the device: quiesce under dev->lock. */
 void quiesce_dev(struct vdev *dev);
+/* What a snapshot does to the quiesced device: its save under dev->lock (the bytes
+ * thrown away). 0 or the save's negative errno. */
+int save_dev(struct vdev *dev);
 /* Runs the event loop until the used index reaches n (generous: tests may run under
  * emulation), then checks it went no further. Notifies the queue again whenever the
  * device asked the transport to serve it again. */

@@ -31,7 +31,6 @@
 #include <cmocka.h>
 
 #include "blk_driver.h"
-#include "vmm/snapshot_stream.h"
 
 #define HELD_MS 50
 #define LANDED 0x3c /* what the held read brings */
@@ -216,18 +215,6 @@ static int activate_dev(struct vdev *dev)
 	pthread_mutex_lock(&dev->lock);
 	int ret = dev->ops->activate(dev);
 	pthread_mutex_unlock(&dev->lock);
-	return ret;
-}
-
-static int save_dev(struct vdev *dev)
-{
-	struct snap_writer w;
-
-	snap_writer_init(&w);
-	pthread_mutex_lock(&dev->lock);
-	int ret = dev->ops->save(dev, &w);
-	pthread_mutex_unlock(&dev->lock);
-	snap_writer_free(&w);
 	return ret;
 }
 

@@ -33,7 +33,6 @@
 #include "blk_driver.h"
 #include "virtio/blk_request.h"
 #include "vmm/clock.h"
-#include "vmm/snapshot_stream.h"
 
 #define NS_PER_MS 1000000LL
 /* A shortage the device rides out: a few ms, well under its second of retries. */
@@ -245,18 +244,6 @@ static int device_teardown(void **state)
 	int ret = blk_driver_teardown(state);
 	close(shortage.empty[0]);
 	close(shortage.empty[1]);
-	return ret;
-}
-
-static int save_dev(struct vdev *dev)
-{
-	struct snap_writer w;
-
-	snap_writer_init(&w);
-	pthread_mutex_lock(&dev->lock);
-	int ret = dev->ops->save(dev, &w);
-	pthread_mutex_unlock(&dev->lock);
-	snap_writer_free(&w);
 	return ret;
 }
 
