@@ -16,6 +16,13 @@
 #include "../vmm/file_image.h"
 #include "blk_overlay.h"
 
+/* The sectors a file of size bytes fills, rounded up: the tail of a partial last
+ * sector reads as zeros. */
+static uint64_t sectors_holding(uint64_t size)
+{
+	return size / BLK_SECTOR_SIZE + (size % BLK_SECTOR_SIZE != 0);
+}
+
 /* Reports what failed with errno and returns it negated. */
 static int blk_host_error(const struct mote_log *log, const char *path, const char *what)
 {
@@ -54,8 +61,7 @@ int blk_open_image(struct blk_disk *disk, const struct virtio_blk_options *optio
 		size = (uint64_t)st.st_size;
 	else if (ioctl(disk->fd, BLKGETSIZE64, &size) != 0)
 		return blk_host_error(log, path, "BLKGETSIZE64");
-	/* Rounded up: the tail of a partial last sector reads as zeros. */
-	disk->capacity = size / BLK_SECTOR_SIZE + (size % BLK_SECTOR_SIZE != 0);
+	disk->capacity = sectors_holding(size);
 	disk->read_only = options->read_only;
 
 	/* Never wait for the lock: two VMs writing one image is an error, not a queue. */
@@ -91,8 +97,7 @@ int blk_open_overlay(struct blk_disk *disk, const struct virtio_blk_options *opt
 	if (err)
 		return err;
 	disk->fd = disk->overlay->fd;
-	disk->capacity =
-	    disk->overlay->size / BLK_SECTOR_SIZE + (disk->overlay->size % BLK_SECTOR_SIZE != 0);
+	disk->capacity = sectors_holding(disk->overlay->size);
 	return 0;
 }
 

@@ -85,21 +85,28 @@ void blk_ring_drop_late(struct blk_ring *ring)
 			  ring->name, dropped);
 }
 
+/* The next completion, the waits a signal or a shortage cut short tried again: 0 with
+ * *cqe, or the negative errno of a wait that failed for good. */
+static int ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe)
+{
+	for (;;) {
+		int err = ring_wait_once(ring, cqe);
+		if (err == 0 || !ring_wait_again(err))
+			return err;
+	}
+}
+
 int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe)
 {
 	if (ring->lost) {
 		blk_ring_drop_late(ring);
 		return -EIO;
 	}
-	for (;;) {
-		int err = ring_wait_once(ring, cqe);
-		if (err == 0 || !ring_wait_again(err)) {
-			if (err < 0)
-				log_error(ring->log, "%s: waiting for %u requests in flight: %s",
-					  ring->name, ring->disk->in_flight, strerror(-err));
-			return err;
-		}
-	}
+	int err = ring_wait(ring, cqe);
+	if (err < 0)
+		log_error(ring->log, "%s: waiting for %u requests in flight: %s", ring->name,
+			  ring->disk->in_flight, strerror(-err));
+	return err;
 }
 
 static void ring_hand_over(struct blk_ring *ring, struct io_uring_cqe *cqe,
@@ -170,12 +177,11 @@ void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk
 	while (ring->disk->in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		int err = ring_wait_once(ring, &cqe);
-		if (err == 0) {
-			ring_hand_over(ring, cqe, drop, opaque);
-		} else if (!ring_wait_again(err)) {
+		int err = ring_wait(ring, &cqe);
+		if (err < 0) {
 			ring_watch(ring, err, drop, opaque);
 			return;
 		}
+		ring_hand_over(ring, cqe, drop, opaque);
 	}
 }

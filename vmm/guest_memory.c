@@ -133,12 +133,9 @@ int guest_memory_create_from_file(struct guest_memory *mem, uint64_t size, int f
  * fails, the old one stays: leaked, but never reused. */
 static void guest_memory_reserve_range(struct guest_memory *mem)
 {
-	void *reserved = mmap(mem->base, mem->size, PROT_NONE,
-			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
-
-	if (reserved == MAP_FAILED) {
-		/* Nothing to do: the guest's mapping stays in place for good. */
-	}
+	/* A failure leaves the guest's mapping in place for good: nothing more to do. */
+	(void)mmap(mem->base, mem->size, PROT_NONE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 }
 
 void guest_memory_destroy(struct guest_memory *mem)
