@@ -40,6 +40,17 @@ void write_pattern(const char *path, uint64_t size)
 	close(fd);
 }
 
+int new_patterned_image(char *path, uint64_t size)
+{
+	int fd = mkstemp(path);
+
+	if (fd < 0)
+		return -1;
+	close(fd);
+	write_pattern(path, size);
+	return 0;
+}
+
 void read_image(struct fixture *f, uint64_t offset, void *buf, size_t len)
 {
 	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
@@ -192,11 +203,8 @@ int blk_driver_setup(void **state)
 	f->log = fake_log(&f->log_text);
 	f->next_buf = HEAP_ADDR;
 	snprintf(f->path, sizeof(f->path), "/tmp/mote-blk-XXXXXX");
-	int fd = mkstemp(f->path);
-	if (fd < 0)
+	if (new_patterned_image(f->path, IMAGE_SECTORS * SECTOR) != 0)
 		return -1;
-	close(fd);
-	write_pattern(f->path, IMAGE_SECTORS * SECTOR);
 	attach(f, false, NO_ID, false);
 	*state = f;
 	return 0;

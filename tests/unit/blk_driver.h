@@ -78,6 +78,9 @@ int blk_driver_teardown(void **state);
 uint8_t pattern(uint64_t offset);
 /* Fills the file at path (which must exist) with size bytes of pattern(). */
 void write_pattern(const char *path, uint64_t size);
+/* Creates a new file from path, a mkstemp() template it completes, holding size bytes of
+ * pattern(). 0, or -1 when it could not be created. */
+int new_patterned_image(char *path, uint64_t size);
 /* Reads len bytes of f's image at offset, behind the device's back. */
 void read_image(struct fixture *f, uint64_t offset, void *buf, size_t len);
 /* buf holds pattern() for the image bytes [offset, offset + len). */

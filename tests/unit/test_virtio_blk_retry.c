@@ -65,11 +65,8 @@ static int setup(void **state)
 	if (!w)
 		return -1;
 	snprintf(w->path, sizeof(w->path), "/tmp/mote-blk-retry-XXXXXX");
-	int fd = mkstemp(w->path);
-	if (fd < 0)
+	if (new_patterned_image(w->path, IMAGE_SECTORS * SECTOR) != 0)
 		return -1;
-	close(fd);
-	write_pattern(w->path, IMAGE_SECTORS * SECTOR);
 	w->disk.fd = open(w->path, O_RDWR | O_CLOEXEC);
 	w->disk.direct_fd = -1;
 	w->disk.capacity = IMAGE_SECTORS;
