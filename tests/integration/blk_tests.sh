@@ -6,13 +6,27 @@
 
 MIB=$((1024 * 1024))
 
+# root_boot NAME DISK CMD [mote args...]: boots with DISK (a --disk value) as the root
+# filesystem, without an initramfs, and runs CMD.
+root_boot() {
+	local name=$1 disk=$2 cmd=$3
+	shift 3
+	mote_run "$name" run --kernel "$VMLINUX" --mem 128M --disk "$disk,root" \
+		--cmdline "$BASE_CMDLINE mote.run=\"$cmd\"" "$@"
+}
+
 # disk_boot NAME CMD [mote args...]: boots from the root image, read-only so that every
-# test can share it, without an initramfs.
+# test can share it.
 disk_boot() {
 	local name=$1 cmd=$2
 	shift 2
-	mote_run "$name" run --kernel "$VMLINUX" --mem 128M --disk "path=$ROOT_IMG,ro,root" \
-		--cmdline "$BASE_CMDLINE mote.run=\"$cmd\"" "$@"
+	root_boot "$name" "path=$ROOT_IMG,ro" "$cmd" "$@"
+}
+
+# root_copy NAME: a copy of the root image of the test's own, for a boot that writes.
+root_copy() {
+	cp --sparse=always "$ROOT_IMG" "$WORK/rootfs-$1.img"
+	echo "$WORK/rootfs-$1.img"
 }
 
 # new_disk NAME MIB: a zero-filled raw image.
@@ -31,14 +45,12 @@ test_root_filesystem_is_on_virtio_blk() {
 }
 
 test_root_filesystem_is_writable_when_the_disk_is() {
-	local root="$WORK/rootfs-rw.img"
-	cp --sparse=always "$ROOT_IMG" "$root"
-	mote_run b2 run --kernel "$VMLINUX" --mem 128M --disk "path=$root,root" \
-		--cmdline "$BASE_CMDLINE mote.run=\"echo kept >/root/note && sync\""
+	local root
+	root=$(root_copy rw)
+	root_boot b2 "path=$root" "echo kept >/root/note && sync"
 	expect_status 0
 	expect_guest_status 0
-	mote_run b2b run --kernel "$VMLINUX" --mem 128M --disk "path=$root,ro,root" \
-		--cmdline "$BASE_CMDLINE mote.run=\"cat /root/note\""
+	root_boot b2b "path=$root,ro" "cat /root/note"
 	expect_status 0
 	has_line "$out" kept || fail "the file written on the first boot is gone"
 }
@@ -51,14 +63,12 @@ test_root_filesystem_is_writable_when_the_disk_is() {
 # the guest powers off instead of rebooting (no "guest reset"); with it, the reboot ends
 # every process first, the sleep too.
 test_ctrl_alt_del_signal_reboots_after_a_sync() {
-	local root="$WORK/rootfs-cad.img"
-	cp --sparse=always "$ROOT_IMG" "$root"
-	mote_run b2c run --kernel "$VMLINUX" --mem 128M --disk "path=$root,root" \
-		--cmdline "$BASE_CMDLINE mote.run=\"echo unsynced >/root/cad && kill -INT 1 && sleep 30\""
+	local root
+	root=$(root_copy cad)
+	root_boot b2c "path=$root" "echo unsynced >/root/cad && kill -INT 1 && sleep 30"
 	expect_status 0
 	expect_in "$err" "guest reset"
-	mote_run b2d run --kernel "$VMLINUX" --mem 128M --disk "path=$root,ro,root" \
-		--cmdline "$BASE_CMDLINE mote.run=\"cat /root/cad\""
+	root_boot b2d "path=$root,ro" "cat /root/cad"
 	expect_status 0
 	has_line "$out" unsynced || fail "the file written before Ctrl-Alt-Del is gone"
 }
