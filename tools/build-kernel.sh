@@ -5,17 +5,26 @@
 # the compiler, so a second run costs nothing. Builds of one key take turns (a lock),
 # so a second run waits for the first rather than replace the kernel it is using.
 # Prints the cache directory on stdout.
+# usage: build-kernel.sh [--keyboard]
+#   --keyboard  also tools/guest-kernel-keyboard.config: the i8042 and AT keyboard
+#               drivers that SendCtrlAltDel needs (a kernel of its own, cached apart)
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-fragment="$here/guest-kernel.config"
+fragments="$here/guest-kernel.config"
+case "${1:-}" in
+"") ;;
+--keyboard) fragments="$fragments $here/guest-kernel-keyboard.config" ;;
+*) echo "build-kernel: unknown option '$1' (usage: build-kernel.sh [--keyboard])" >&2; exit 2 ;;
+esac
 tarball=/usr/src/linux-source-6.1.tar.xz
 cache_root=${MOTE_CACHE:-/var/cache/mote}
 
 [ -r "$tarball" ] || { echo "build-kernel: $tarball missing; run tools/setup.sh" >&2; exit 1; }
 
 source_version=$(dpkg-query -W -f='${Version}' linux-source-6.1)
-key=$( { cat "$fragment" "$0"; echo "$source_version"; gcc --version | head -1; } |
+# shellcheck disable=SC2086 # the fragments' paths hold no spaces
+key=$( { cat $fragments "$0"; echo "$source_version"; gcc --version | head -1; } |
 	sha256sum | cut -c1-16)
 out="$cache_root/kernel-$key"
 
@@ -42,13 +51,20 @@ tar -xJf "$tarball" -C "$work"
 src="$work/linux-source-6.1"
 {
 	make -C "$src" tinyconfig
-	"$src/scripts/kconfig/merge_config.sh" -m -O "$src" "$src/.config" "$fragment"
+	# shellcheck disable=SC2086
+	"$src/scripts/kconfig/merge_config.sh" -m -O "$src" "$src/.config" $fragments
 	make -C "$src" olddefconfig
 } >"$work/config.log" 2>&1 || { cat "$work/config.log" >&2; exit 1; }
 
 # merge_config only warns when Kconfig drops an option; a dropped option here is a bug.
+# Each option as the last fragment to name it has it (as merge_config merges them).
 missing=0
-grep -E '^(CONFIG_[A-Z0-9_]+=|# CONFIG_[A-Z0-9_]+ is not set)' "$fragment" | while read -r line; do
+# shellcheck disable=SC2086
+grep -hE '^(CONFIG_[A-Z0-9_]+=|# CONFIG_[A-Z0-9_]+ is not set)' $fragments |
+	awk '{ name = $1 == "#" ? $2 : substr($1, 1, index($1, "=") - 1)
+	       if (!(name in line)) order[n++] = name
+	       line[name] = $0 }
+	     END { for (i = 0; i < n; i++) print line[order[i]] }' | while read -r line; do
 	grep -qxF "$line" "$src/.config" || { echo "build-kernel: not in final .config: $line" >&2; echo x; }
 done | grep -q x && missing=1
 [ "$missing" -eq 0 ] || exit 1

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The whole test suite, from a fresh Debian 12 machine: installs packages, builds the
-# guest kernel (cached), builds mote with gcc (ASan+UBSan) and clang, runs the cmocka
+# guest kernels (cached), builds mote with gcc (ASan+UBSan) and clang, runs the cmocka
 # unit tests, then the integration tests on real KVM (nested under QEMU when this
 # machine has no /dev/kvm). Exit status 0 only if everything passed.
 set -eu
@@ -17,6 +17,8 @@ stage() {
 
 tools/setup.sh
 kernel_dir=$(tools/build-kernel.sh)
+# A second kernel, with the keyboard drivers, for the SendCtrlAltDel test.
+keyboard_kernel_dir=$(tools/build-kernel.sh --keyboard)
 
 stage "format"
 tools/check-format.sh
@@ -78,7 +80,7 @@ tools/build-rootfs.sh build/test/rootfs.ext4 build/test/mote-init build/test/mot
 	build/test/mote-pipe
 # Up to eight boots of the outer guest: a CI run on 2026-12-05 lost five to emulator
 # stalls, each resuming where the last stopped. The time budget bounds them all.
-MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir \
+MOTE_BIN=$root/build/test/mote MOTE_KERNEL_DIR=$kernel_dir MOTE_KEYBOARD_KERNEL_DIR=$keyboard_kernel_dir \
 	MOTE_INITRD=$root/build/test/initramfs.cpio MOTE_ROOTFS=$root/build/test/rootfs.ext4 \
 	MOTE_PATTERN=$root/build/test/mote-pattern \
 	MOTE_OUTER_MEM=${MOTE_OUTER_MEM:-8192} \

@@ -73,6 +73,46 @@ test_ctrl_alt_del_signal_reboots_after_a_sync() {
 	has_line "$out" unsynced || fail "the file written before Ctrl-Alt-Del is gone"
 }
 
+# SendCtrlAltDel the whole way, on a kernel with the i8042 and AT keyboard drivers
+# (MOTE_KEYBOARD_KERNEL_DIR: tools/build-kernel.sh --keyboard) booted with mote's default
+# i8042 options: mote queues the keys' scancodes in its i8042 and raises IRQ 1, the
+# guest's keyboard driver reads them, its keymap's Boot key has the kernel send SIGINT to
+# PID 1, and mote-init reboots after a sync. Nothing synced the file. Without the keys
+# reaching the guest, the command ends after its sleep and the guest powers off instead.
+test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
+	local root pid reply api=$WORK/b2e.api
+	local body='{"action_type":"SendCtrlAltDel"}'
+	[ -f "${MOTE_KEYBOARD_KERNEL_DIR:-}/vmlinux" ] || {
+		fail "no kernel with the keyboard drivers: MOTE_KEYBOARD_KERNEL_DIR is '${MOTE_KEYBOARD_KERNEL_DIR:-}' (tools/build-kernel.sh --keyboard)"
+		return
+	}
+	root=$(root_copy sendcad)
+	out=$WORK/b2e.out
+	err=$WORK/b2e.err
+	"$MOTE_BIN" run --kernel "$MOTE_KEYBOARD_KERNEL_DIR/vmlinux" --mem 128M --api-sock "$api" \
+		--disk "path=$root,root" --cmdline "$BASE_CMDLINE i8042.noaux i8042.nomux i8042.dumbkbd \
+mote.run=\"echo unsynced >/root/cad && echo written && sleep 30\"" </dev/null >"$out" 2>"$err" 3>&- &
+	pid=$!
+	for _ in $(seq 1 "$TIMEOUT"); do
+		grep -q written "$out" 2>/dev/null && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 1
+	done
+	reply=$(printf 'PUT /actions HTTP/1.1\r\nHost: mote\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+		"${#body}" "$body" | timeout 30 socat -t 10 - "UNIX-CONNECT:$api" | tr -d '\r' | head -1)
+	finish "$pid"
+	status=$?
+	expect_status 0
+	case "$reply" in
+	"HTTP/1.1 204"*) ;;
+	*) fail "PUT /actions SendCtrlAltDel answered '$reply'" ;;
+	esac
+	expect_in "$err" "guest reset"
+	root_boot b2f "path=$root,ro" "cat /root/cad"
+	expect_status 0
+	has_line "$out" unsynced || fail "the file written before SendCtrlAltDel is gone"
+}
+
 test_guest_writes_reach_the_image() {
 	local data
 	data=$(new_disk b3 16)

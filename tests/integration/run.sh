@@ -6,7 +6,8 @@
 # Needs: MOTE_BIN (the mote binary), MOTE_KERNEL_DIR (vmlinux + bzImage),
 # MOTE_INITRD (initramfs with guest-init), MOTE_ROOTFS (ext4 root image from
 # tools/build-rootfs.sh, with mote-pattern and mote-pipe), MOTE_PATTERN
-# (mote-pattern for the host).
+# (mote-pattern for the host), MOTE_KEYBOARD_KERNEL_DIR (a kernel with the keyboard
+# drivers, from tools/build-kernel.sh --keyboard: the SendCtrlAltDel test fails without).
 # Optional: MOTE_TEST_FILTER (regex on names).
 set -u
 
