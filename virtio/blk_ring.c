@@ -3,6 +3,7 @@
 #include "blk_ring.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,7 @@
  * for good (ring_watch). */
 #define BLK_WAIT_PAUSE_MS 1
 #define NS_PER_MS 1000000LL
+#define NS_PER_S 1000000000LL
 
 void blk_ring_submit(struct blk_ring *ring)
 {
@@ -38,17 +40,26 @@ void blk_ring_submit(struct blk_ring *ring)
 
 /* Waits for the next completion, handing the kernel what is still queued first. SQEs a
  * transient shortage left unsubmitted never complete by themselves: then the wait is cut
- * short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever. 0 with
- * *cqe, -ETIME when it is time to submit again, or another negative errno. */
-static int ring_wait_once(struct blk_ring *ring, struct io_uring_cqe **cqe)
+ * short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever; and at
+ * deadline_ns (CLOCK_MONOTONIC) unless it is BLK_RING_NO_DEADLINE. 0 with *cqe, -ETIME
+ * when it is time to submit again or the deadline came, or another negative errno. */
+static int ring_wait_once(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns)
 {
 	struct io_uring *uring = &ring->disk->ring;
 
 	blk_ring_submit(ring);
-	if (io_uring_sq_ready(uring) == 0)
+	bool resubmit = io_uring_sq_ready(uring) > 0;
+	if (!resubmit && deadline_ns == BLK_RING_NO_DEADLINE)
 		return io_uring_wait_cqe(uring, cqe);
-	struct __kernel_timespec resubmit = {.tv_nsec = BLK_RESUBMIT_MS * NS_PER_MS};
-	return io_uring_wait_cqe_timeout(uring, cqe, &resubmit);
+	int64_t wait_ns = resubmit ? BLK_RESUBMIT_MS * NS_PER_MS : INT64_MAX;
+	if (deadline_ns != BLK_RING_NO_DEADLINE) {
+		int64_t left = deadline_ns - clock_now_ns();
+		if (left < wait_ns)
+			wait_ns = left > 0 ? left : 0;
+	}
+	struct __kernel_timespec timeout = {.tv_sec = wait_ns / NS_PER_S,
+					    .tv_nsec = wait_ns % NS_PER_S};
+	return io_uring_wait_cqe_timeout(uring, cqe, &timeout);
 }
 
 static void ring_pause_ms(long ms)
@@ -86,24 +97,28 @@ void blk_ring_drop_late(struct blk_ring *ring)
 }
 
 /* The next completion, the waits a signal or a shortage cut short tried again: 0 with
- * *cqe, or the negative errno of a wait that failed for good. */
-static int ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe)
+ * *cqe, -ETIMEDOUT once deadline_ns has come, or the negative errno of a wait that
+ * failed for good. */
+static int ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns)
 {
 	for (;;) {
-		int err = ring_wait_once(ring, cqe);
+		int err = ring_wait_once(ring, cqe, deadline_ns);
+		if (err == -ETIME && deadline_ns != BLK_RING_NO_DEADLINE &&
+		    clock_now_ns() >= deadline_ns)
+			return -ETIMEDOUT;
 		if (err == 0 || !ring_wait_again(err))
 			return err;
 	}
 }
 
-int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe)
+int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns)
 {
 	if (ring->lost) {
 		blk_ring_drop_late(ring);
 		return -EIO;
 	}
-	int err = ring_wait(ring, cqe);
-	if (err < 0)
+	int err = ring_wait(ring, cqe, deadline_ns);
+	if (err < 0 && err != -ETIMEDOUT)
 		log_error(ring->log, "%s: waiting for %u requests in flight: %s", ring->name,
 			  ring->disk->in_flight, strerror(-err));
 	return err;
@@ -177,7 +192,7 @@ void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk
 	while (ring->disk->in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		int err = ring_wait(ring, &cqe);
+		int err = ring_wait(ring, &cqe, BLK_RING_NO_DEADLINE);
 		if (err < 0) {
 			ring_watch(ring, err, drop, opaque);
 			return;

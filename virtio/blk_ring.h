@@ -15,8 +15,9 @@
  * disk stays out of service for the rest of the VM's life (blk.c). The library never
  * ends the process over it: it is embedded in others. Waiting fails for good only on a
  * ring that is not sound: a bug elsewhere closed its descriptor, or the kernel ran out
- * of memory. On a sound ring, a file that stops answering holds a wait up for as long as
- * it does: the stall bound counts only once waiting failed.
+ * of memory. On a sound ring, a file that stops answering holds a reset's or a destroy's
+ * wait up for as long as it does: the stall bound counts only once waiting failed. A
+ * pause's wait has a deadline (blk_ring_wait), after which the pause is abandoned.
  *
  * No locking here: the caller holds the device's lock, or no other thread uses the
  * device any more (a destroy). */
@@ -24,6 +25,7 @@
 #define MOTE_VIRTIO_BLK_RING_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "../vmm/guest_memory.h"
 #include "../vmm/log.h"
@@ -51,11 +53,16 @@ struct blk_ring {
  * on within a bound; what is left goes with the next call. Nothing on a lost ring. */
 void blk_ring_submit(struct blk_ring *ring);
 
+/* A wait for completions with no deadline. */
+#define BLK_RING_NO_DEADLINE INT64_MAX
+
 /* The next completion while the disk owes some, for a pause: submits what is queued
  * first, and retries a wait a signal or a shortage cut short. 0 with *cqe, for the
- * caller to take (and mark seen); the negative errno of a wait that failed for good,
- * logged; -EIO at once on a lost ring, after dropping its late completions. */
-int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe);
+ * caller to take (and mark seen); -ETIMEDOUT, not logged, when none came by deadline_ns
+ * (CLOCK_MONOTONIC, vmm/clock.h; or BLK_RING_NO_DEADLINE); the negative errno of a wait
+ * that failed for good, logged; -EIO at once on a lost ring, after dropping its late
+ * completions. */
+int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns);
 
 /* Reaps every completion the disk owes, marks each seen and hands its request to
  * drop(opaque, req), which ends it unanswered: after a reset the device must not touch

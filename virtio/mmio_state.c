@@ -22,14 +22,16 @@ struct mmio_saved {
 	struct virtq queues[VDEV_MAX_QUEUES];
 };
 
-void virtio_mmio_quiesce(struct virtio_mmio *mmio)
+int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t deadline_ns)
 {
 	struct vdev *dev = mmio->dev;
+	int err = 0;
 
 	pthread_mutex_lock(&dev->lock);
 	if (dev->ops->quiesce)
-		dev->ops->quiesce(dev);
+		err = dev->ops->quiesce(dev, deadline_ns);
 	pthread_mutex_unlock(&dev->lock);
+	return err;
 }
 
 static void mmio_put_queue(struct snap_writer *w, const struct virtio_mmio_queue_regs *regs,

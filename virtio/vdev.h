@@ -72,7 +72,9 @@ struct vdev_ops {
 	 * quiesce: finish every request in flight synchronously and push it to the used
 	 * ring (interrupting as usual), so that nothing the guest sees depends on host
 	 * state a snapshot cannot hold. The device takes no new work by itself; it goes
-	 * on normally once the event thread runs again.
+	 * on normally once the event thread runs again. 0, or -ETIMEDOUT (logged) when
+	 * requests were still in flight at deadline_ns (CLOCK_MONOTONIC, vmm/clock.h):
+	 * they complete as usual once the event thread runs again.
 	 *
 	 * save: the device's own state (not the transport's, nor its queues') after a
 	 * quiesce, appended to the transport's section. 0 or a negative errno (-EBUSY:
@@ -91,7 +93,7 @@ struct vdev_ops {
 	 * restored: every device of the VM is loaded and the transport activated again
 	 * where the driver had set DRIVER_OK; the backend may start (vsock resets the
 	 * guest's connections, which lived in the process that took the snapshot). */
-	void (*quiesce)(struct vdev *dev);
+	int (*quiesce)(struct vdev *dev, int64_t deadline_ns);
 	int (*save)(struct vdev *dev, struct snap_writer *w);
 	int (*load)(struct vdev *dev, struct snap_reader *r, uint32_t status);
 	void (*restored)(struct vdev *dev);

@@ -203,7 +203,10 @@ MOTE_API enum mote_vm_state mote_vm_get_state(struct mote_vm *vm);
 /* From any thread while mote_vm_run() runs: takes every vCPU out of KVM_RUN and parks it,
  * lets the devices finish the requests they have in flight and stops them taking new
  * work, and stops the guest's clock. Returns once all of that is done. 0 (also when
- * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile.
+ * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile;
+ * -ETIMEDOUT, logged, when a vCPU had not stopped or a disk's I/O had not completed
+ * within 30 s (an image on a host file system that stopped answering): the pause is
+ * abandoned and the VM runs on, the I/O completing whenever it does.
  * Before mote_vm_run() starts the VM, it only makes it start paused (0); while
  * mote_vm_run() is starting it, it waits until the VM runs. */
 MOTE_API int mote_vm_pause(struct mote_vm *vm);

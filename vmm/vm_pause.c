@@ -9,6 +9,14 @@
 #include "clock.h"
 #include "vm.h"
 
+/* How long a pause waits for the vCPUs to stop and the devices to finish their I/O
+ * before it is abandoned and the VM runs on: Linux's default timeout of a block request
+ * (/sys/block/DEV/queue/io_timeout, 30 s), after which a disk's own I/O counts as lost.
+ * Only a host file that stops answering (a hung network file system) takes that long:
+ * its I/O in flight holds the devices, and a vCPU resetting such a disk waits for it. */
+#define VM_PAUSE_WAIT_MS 30000
+#define NS_PER_MS 1000000LL
+
 bool vm_pause_requested(struct mote_vm *vm)
 {
 	pthread_mutex_lock(&vm->lock);
@@ -36,14 +44,20 @@ enum mote_vm_state mote_vm_get_state(struct mote_vm *vm)
 	return state;
 }
 
-/* Parks every vCPU; false when the VM ended first. */
-static bool vm_park_all(struct mote_vm *vm)
+enum vm_park_result {
+	VM_PARKED,
+	VM_PARK_ENDED,	   /* the VM ended first */
+	VM_PARK_TIMED_OUT, /* a vCPU was still running at the deadline */
+};
+
+/* Parks every vCPU by deadline_ns (CLOCK_MONOTONIC). */
+static enum vm_park_result vm_park_all(struct mote_vm *vm, int64_t deadline_ns)
 {
 	pthread_mutex_lock(&vm->lock);
 	vm->pause_requested = true;
 	pthread_mutex_unlock(&vm->lock);
 	pthread_mutex_lock(&vm->lock);
-	while (vm->parked < vm->cpu_count && !vm->ended) {
+	while (vm->parked < vm->cpu_count && !vm->ended && clock_now_ns() < deadline_ns) {
 		/* Kicked again every VCPU_REKICK_MS (vcpu.h); a vCPU already parked takes
 		 * the extra kick as a spurious wakeup. */
 		pthread_mutex_unlock(&vm->lock);
@@ -54,9 +68,11 @@ static bool vm_park_all(struct mote_vm *vm)
 		if (vm->parked < vm->cpu_count && !vm->ended)
 			pthread_cond_timedwait(&vm->pause_cond, &vm->lock, &until);
 	}
-	bool parked = !vm->ended;
+	enum vm_park_result result = vm->ended			  ? VM_PARK_ENDED
+				     : vm->parked < vm->cpu_count ? VM_PARK_TIMED_OUT
+								  : VM_PARKED;
 	pthread_mutex_unlock(&vm->lock);
-	return parked;
+	return result;
 }
 
 static void vm_unpark_all(struct mote_vm *vm, enum mote_vm_state state)
@@ -91,6 +107,27 @@ void vm_wait_started(struct mote_vm *vm)
 	pthread_mutex_unlock(&vm->lock);
 }
 
+/* Tells the guest its vCPUs were stopped by the host, so that its watchdogs do not see
+ * a soft lockup (api.rst 4.81). EINVAL: the guest has no kvm-clock yet. */
+static void vm_tell_guest_it_was_stopped(struct mote_vm *vm)
+{
+	for (unsigned i = 0; i < vm->cpu_count; i++)
+		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
+}
+
+/* Undoes a pause that could not finish, in a resume's order: the event thread, then the
+ * vCPUs, which may have stood still up to VM_PAUSE_WAIT_MS. The guest's clock ran on, as
+ * it does through any stall of the host. Returns err. */
+static int vm_pause_abandon(struct mote_vm *vm, int err)
+{
+	int ret = event_loop_start(&vm->events);
+	if (ret)
+		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
+	vm_tell_guest_it_was_stopped(vm);
+	vm_unpark_all(vm, MOTE_VM_RUNNING);
+	return err;
+}
+
 int vm_pause_locked(struct mote_vm *vm)
 {
 	int64_t start_ns = clock_now_ns();
@@ -108,16 +145,33 @@ int vm_pause_locked(struct mote_vm *vm)
 	/* The event thread parks while the vCPUs are stopped, not after: each takes a few
 	 * thread wakeups, and a pause is what a client waits for. A queue notified
 	 * meanwhile waits in its ioeventfd for the resume, as it would after the pause. */
+	int64_t deadline_ns = start_ns + VM_PAUSE_WAIT_MS * NS_PER_MS;
 	event_loop_ask_park(&vm->events);
-	if (!vm_park_all(vm)) {
+	enum vm_park_result parked = vm_park_all(vm, deadline_ns);
+	if (parked == VM_PARK_ENDED) {
 		vm_unpark_all(vm, MOTE_VM_RUNNING);
 		/* The VM is ending; its end stops the thread, parked or not. */
 		return -EINTR;
 	}
+	if (parked == VM_PARK_TIMED_OUT) {
+		log_error(&vm->log,
+			  "pause abandoned: a vCPU did not stop within %d s (it is held in a "
+			  "device, such as a disk reset waiting for an image that does not "
+			  "answer); the VM runs on",
+			  VM_PAUSE_WAIT_MS / 1000);
+		return vm_pause_abandon(vm, -ETIMEDOUT);
+	}
 	/* No vCPU runs, so no register access reaches a device; with the event thread
 	 * parked too, nothing but this thread touches them. */
 	event_loop_wait_parked(&vm->events);
-	vm_virtio_quiesce(vm);
+	int err = vm_virtio_quiesce(vm, deadline_ns);
+	if (err) {
+		log_error(&vm->log,
+			  "pause abandoned: a disk's I/O did not complete within %d s (its image "
+			  "does not answer); the VM runs on",
+			  VM_PAUSE_WAIT_MS / 1000);
+		return vm_pause_abandon(vm, err);
+	}
 	/* The guest's clock stops with it: resumed, it goes on from this value. */
 	vm->clock_saved = ioctl(vm->vm_fd, KVM_GET_CLOCK, &vm->paused_clock) == 0;
 	if (!vm->clock_saved)
@@ -163,10 +217,7 @@ int vm_resume_locked(struct mote_vm *vm)
 			log_warn(&vm->log, "KVM_SET_CLOCK: %s", strerror(errno));
 		vm->clock_saved = false;
 	}
-	/* Tells the guest its vCPUs were stopped by the host, so that its watchdogs do not
-	 * see a soft lockup (api.rst 4.81). EINVAL: the guest has no kvm-clock yet. */
-	for (unsigned i = 0; i < vm->cpu_count; i++)
-		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
+	vm_tell_guest_it_was_stopped(vm);
 	vm_unpark_all(vm, MOTE_VM_RUNNING);
 	log_debug(&vm->log, "resumed");
 	return 0;

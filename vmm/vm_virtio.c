@@ -90,10 +90,14 @@ void vm_virtio_announce(const struct mote_vm *vm, struct cmdline *cmdline)
 	}
 }
 
-void vm_virtio_quiesce(struct mote_vm *vm)
+int vm_virtio_quiesce(struct mote_vm *vm, int64_t deadline_ns)
 {
-	for (unsigned i = 0; i < vm->virtio.count; i++)
-		virtio_mmio_quiesce(&vm->virtio.transports[i]);
+	for (unsigned i = 0; i < vm->virtio.count; i++) {
+		int err = virtio_mmio_quiesce(&vm->virtio.transports[i], deadline_ns);
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 void vm_virtio_destroy(struct mote_vm *vm)

@@ -351,11 +351,17 @@ void reset_dev(struct vdev *dev)
 	pthread_mutex_unlock(&dev->lock);
 }
 
-void quiesce_dev(struct vdev *dev)
+int quiesce_dev_until(struct vdev *dev, int64_t deadline_ns)
 {
 	pthread_mutex_lock(&dev->lock);
-	dev->ops->quiesce(dev);
+	int err = dev->ops->quiesce(dev, deadline_ns);
 	pthread_mutex_unlock(&dev->lock);
+	return err;
+}
+
+void quiesce_dev(struct vdev *dev)
+{
+	assert_int_equal(quiesce_dev_until(dev, INT64_MAX), 0);
 }
 
 int save_dev(struct vdev *dev)

@@ -138,7 +138,10 @@ struct virtio_blk_discard_write_zeroes range(uint64_t sector, uint32_t sectors, 
 void notify_dev(struct vdev *dev);
 /* What a driver's status write of 0 does: reset under dev->lock. */
 void reset_dev(struct vdev *dev);
-/* What a pause does to the device: quiesce under dev->lock. */
+/* What a pause does to the device: quiesce under dev->lock, with a deadline
+ * (CLOCK_MONOTONIC ns): 0 or -ETIMEDOUT. */
+int quiesce_dev_until(struct vdev *dev, int64_t deadline_ns);
+/* The same with no deadline, which must succeed. */
 void quiesce_dev(struct vdev *dev);
 /* What a snapshot does to the quiesced device: its save under dev->lock (the bytes
  * thrown away). 0 or the save's negative errno. */

@@ -30,9 +30,12 @@
 
 #include <cmocka.h>
 
+#include "vmm/clock.h"
 #include "blk_driver.h"
 
 #define HELD_MS 50
+#define LATE_MS 1000
+#define NS_PER_MS 1000000LL
 #define LANDED 0x3c /* what the held read brings */
 /* The stall bound of a disk in the tests that give its ring up for want of completions:
  * short, so that the test is quick, and the read it holds stays held that long. */
@@ -110,22 +113,34 @@ static void mend_the_ring_descriptor(int ring_fd, int kept)
 	close(kept);
 }
 
-/* The thread that ends the hold: HELD_MS later, a sector of LANDED into the pipe. Should
- * the disk be gone by then (a failing test), the write fails with EPIPE, and the
- * SIGPIPE, blocked here, ends with the thread rather than the test program. */
-static void *release_held_read(void *arg)
+/* A sector of LANDED into the pipe at fd, ms later. Should the disk be gone by then (a
+ * failing test), the write fails with EPIPE, and the SIGPIPE, blocked here, ends with the
+ * thread rather than the test program. */
+static void release_held_read_after(int fd, long ms)
 {
-	int fd = *(int *)arg;
 	uint8_t data[SECTOR];
 	sigset_t pipe_signal;
 
 	sigemptyset(&pipe_signal);
 	sigaddset(&pipe_signal, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
-	nanosleep(&(struct timespec){.tv_nsec = HELD_MS * 1000000L}, NULL);
+	nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L}, NULL);
 	memset(data, LANDED, sizeof(data));
 	if (write(fd, data, sizeof(data)) != (ssize_t)sizeof(data))
 		perror("release_held_read");
+}
+
+/* The thread that ends the hold, HELD_MS later. */
+static void *release_held_read(void *arg)
+{
+	release_held_read_after(*(int *)arg, HELD_MS);
+	return NULL;
+}
+
+/* The same LATE_MS later: long after a pause's deadline of HELD_MS. */
+static void *release_held_read_late(void *arg)
+{
+	release_held_read_after(*(int *)arg, LATE_MS);
 	return NULL;
 }
 
@@ -379,6 +394,38 @@ static void a_ring_given_up_is_never_entered_again_though_it_could_be(void **sta
 	assert_int_equal(status_of(f, r), NO_STATUS);
 }
 
+/* A file that does not answer (a pipe with nothing in it, here, until LATE_MS) holds a
+ * pause up only to its deadline: the quiesce answers -ETIMEDOUT with the read still in
+ * flight and unanswered, on a ring as sound as before: once the data comes, the next
+ * pause answers the read with it. A quiesce that ignored its deadline would return 0 at
+ * LATE_MS, with the read answered. */
+static void a_pause_fails_at_its_deadline_and_leaves_the_held_read_to_land_later(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+	pthread_t releaser;
+
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	assert_int_equal(pthread_create(&releaser, NULL, release_held_read_late, &pipe_fds[1]), 0);
+	int64_t start_ns = clock_now_ns();
+	assert_int_equal(quiesce_dev_until(f->dev, start_ns + HELD_MS * NS_PER_MS), -ETIMEDOUT);
+	assert_true(clock_now_ns() - start_ns >= HELD_MS * NS_PER_MS);
+	assert_int_equal(status_of(f, r), NO_STATUS);
+	assert_int_equal(used(f)->idx, 0);
+
+	quiesce_dev(f->dev);
+	pthread_join(releaser, NULL);
+	close(pipe_fds[1]);
+	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
+	assert_int_equal(used(f)->idx, 1);
+	const uint8_t *data = guest(f, r.data, SECTOR);
+	for (size_t i = 0; i < SECTOR; i++)
+		assert_int_equal(data[i], LANDED);
+	assert_false(f->mem.keep_mapped);
+}
+
 static void a_disk_whose_ring_was_given_up_refuses_a_snapshot(void **state)
 {
 	struct fixture *f = *state;
@@ -403,6 +450,7 @@ int main(void)
 	    TEST(a_notified_disk_whose_ring_was_given_up_takes_nothing_and_asks_for_a_reset),
 	    TEST(a_ring_given_up_is_never_entered_again_though_it_could_be),
 	    TEST(a_disk_whose_ring_was_given_up_refuses_a_snapshot),
+	    TEST(a_pause_fails_at_its_deadline_and_leaves_the_held_read_to_land_later),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,9 +86,11 @@ static void fake_reset(struct vdev *dev)
 	fake->cookie = 0;
 }
 
-static void fake_quiesce(struct vdev *dev)
+static int fake_quiesce(struct vdev *dev, int64_t deadline_ns)
 {
+	(void)deadline_ns;
 	((struct fake_device *)dev->impl)->quiesces++;
+	return 0;
 }
 
 static int fake_save(struct vdev *dev, struct snap_writer *w)
@@ -438,7 +440,7 @@ static void quiesce_asks_the_device(void **state)
 	struct fixture *f = *state;
 
 	bring_up(f);
-	virtio_mmio_quiesce(&f->mmio[0]);
+	assert_int_equal(virtio_mmio_quiesce(&f->mmio[0], INT64_MAX), 0);
 	assert_int_equal(f->fake[0].quiesces, 1);
 }
 
