@@ -81,7 +81,7 @@ virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
 9pnet 9pnet_virtio netfs fscache 9p overlay
 virtio_blk crc16 crc32c_generic mbcache jbd2 ext4"
 optional_modules="tun tap vhost_iotlb vhost vhost_net vsock vmw_vsock_virtio_transport_common
-vhost_vsock"
+vhost_vsock dm_mod dm_zero"
 
 # Newest linux-image-6.1.0-N-amd64 apt knows; without apt lists, the newest cached one.
 pick_kernel() {

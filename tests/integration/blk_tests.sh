@@ -29,6 +29,18 @@ root_copy() {
 	echo "$WORK/rootfs-$1.img"
 }
 
+# await_text TEXT FILE PID: waits until FILE (a console) holds TEXT, PID ended, or TIMEOUT
+# seconds passed; true when FILE holds TEXT.
+await_text() {
+	local text=$1 file=$2 pid=$3
+	for _ in $(seq 1 "$TIMEOUT"); do
+		grep -q -- "$text" "$file" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 1
+	done
+	grep -q -- "$text" "$file" 2>/dev/null
+}
+
 # new_disk NAME MIB: a zero-filled raw image.
 new_disk() {
 	rm -f "$WORK/$1.img"
@@ -93,11 +105,7 @@ test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
 		--disk "path=$root,root" --cmdline "$BASE_CMDLINE i8042.noaux i8042.nomux i8042.dumbkbd \
 mote.run=\"echo unsynced >/root/cad && echo written && sleep 30\"" </dev/null >"$out" 2>"$err" 3>&- &
 	pid=$!
-	for _ in $(seq 1 "$TIMEOUT"); do
-		grep -q written "$out" 2>/dev/null && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 1
-	done
+	await_text written "$out" "$pid" || fail "the guest never wrote its file"
 	reply=$(printf 'PUT /actions HTTP/1.1\r\nHost: mote\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
 		"${#body}" "$body" | timeout 30 socat -t 10 - "UNIX-CONNECT:$api" | tr -d '\r' | head -1)
 	finish "$pid"
@@ -191,12 +199,8 @@ test_flushed_data_survives_kill_9_of_the_monitor() {
 		--disk "path=$data" --cmdline "$BASE_CMDLINE mote.run=\"mote-pattern write /dev/vdb 0 6291456 77 && echo FLUSHED && sleep 1000\"" \
 		</dev/null >"$out" 2>"$err" 3>&- &
 	pid=$!
-	for _ in $(seq 1 "$TIMEOUT"); do
-		grep -q FLUSHED "$out" 2>/dev/null && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 1
-	done
-	grep -q FLUSHED "$out" || fail "the guest never reported its flush: $(tail -3 "$out" | tr '\n' '|')"
+	await_text FLUSHED "$out" "$pid" ||
+		fail "the guest never reported its flush: $(tail -3 "$out" | tr '\n' '|')"
 	kill -KILL "$pid"
 	finish "$pid"
 	# The next boot sees everything the guest flushed.
@@ -283,4 +287,60 @@ test_an_overlay_in_use_by_another_vm_is_refused() {
 	exec 7>&-
 	expect_status 4
 	expect_in "$err" "locked"
+}
+
+# dmsetup without udev (the outer guest runs none): it makes the device nodes itself.
+dm() { DM_DISABLE_UDEV=1 dmsetup "$@"; }
+
+# A pause that a disk's I/O holds is abandoned after 30 s, and the VM runs on. The data
+# disk is a device-mapper device of zeros, which the host suspends once the guest is up:
+# the guest's next read of it then waits in dm until the device is resumed. Its 4 KiB at
+# 32 MiB are read with O_DIRECT (not from the guest's cache), and nothing read them before
+# (the boot's partition scan reads the disk's start and end), so the host's cache cannot
+# answer either. The pause fails naming the disk's I/O, the VM still runs, the read lands
+# once the device is resumed, and then (in the 10 s the guest waits on) a pause succeeds.
+test_a_pause_held_by_a_disk_that_does_not_answer_is_abandoned_and_the_vm_runs_on() {
+	local dev=mote-hang-$$ api=$WORK/b16.api ctl=$WORK/b16.ctl pid state
+	command -v dmsetup >/dev/null || {
+		fail "dmsetup missing: run tools/setup.sh"
+		return
+	}
+	dm create "$dev" --table "0 131072 zero" || {
+		fail "dmsetup create failed (is dm_mod loaded? tools/kvm-run.sh loads it)"
+		return
+	}
+	out=$WORK/b16.out
+	err=$WORK/b16.err
+	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 128M --api-sock "$api" --disk "path=$ROOT_IMG,ro,root" \
+		--disk "path=/dev/mapper/$dev,ro" --cmdline "$BASE_CMDLINE \
+mote.run=\"echo ready && sleep 5 && dd if=/dev/vdb of=/dev/null bs=4096 count=1 skip=8192 iflag=direct && echo read-done && sleep 10\"" \
+		</dev/null >"$out" 2>"$err" 3>&- &
+	pid=$!
+	if await_text ready "$out" "$pid"; then
+		dm suspend "$dev"
+		sleep 10 # the guest reads 5 s after its line
+		# 90 s: the pause's 30 s and room; a pause with no bound would wait for good.
+		timeout 90 "$MOTE_BIN" pause --api-sock "$api" >"$ctl" 2>&1 &&
+			fail "the pause held by the disk succeeded"
+		expect_in "$ctl" "pause abandoned: a disk's I/O did not complete"
+		state=$(printf 'GET / HTTP/1.1\r\nHost: mote\r\nConnection: close\r\n\r\n' |
+			timeout 30 socat -t 10 - "UNIX-CONNECT:$api" | tr -d '\r')
+		echo "$state" | grep -Eq '"state": ?"Running"' ||
+			fail "after the abandoned pause the VM is not running: $state"
+		grep -q read-done "$out" && fail "the guest's read was not held"
+		dm resume "$dev"
+		await_text read-done "$out" "$pid" || fail "the held read never landed"
+		timeout 300 "$MOTE_BIN" pause --api-sock "$api" >"$ctl" 2>&1 ||
+			fail "a pause once the disk answered again failed: $(cat "$ctl")"
+		timeout 300 "$MOTE_BIN" resume --api-sock "$api" >"$ctl" 2>&1 ||
+			fail "the resume failed: $(cat "$ctl")"
+	else
+		fail "the guest never said it was ready: $(tail -3 "$out" | tr '\n' '|')"
+	fi
+	dm resume "$dev" 2>/dev/null
+	finish "$pid"
+	status=$?
+	expect_status 0
+	expect_guest_status 0
+	dm remove "$dev" || fail "dmsetup remove $dev failed"
 }
