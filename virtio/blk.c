@@ -332,12 +332,12 @@ static void blk_reset(struct vdev *dev)
  * available and the device had not taken yet stays in the ring for later: the queue is
  * served again once the event thread runs (or, restored, when every queue is). A request
  * whose file keeps answering -EAGAIN holds the pause up for about a second of pauses,
- * plus its tries' own I/O, until it fails (blk_request.c). A file that does not answer
- * at all (a hung network file system) holds it up to the deadline: then -ETIMEDOUT,
- * the requests still in flight left to complete once the VM runs again. A wait on the
- * ring that fails for good, or a lost ring, leaves requests in flight, and blk_save()
- * refuses the snapshot. */
-static int blk_quiesce(struct vdev *dev, int64_t deadline_ns)
+ * plus its tries' own I/O, until it fails (blk_request.c). A file that stops answering
+ * (a hung network file system) holds it up for stall_ns from the last completion: then
+ * -ETIMEDOUT, the requests still in flight left to complete once the VM runs again. A
+ * wait on the ring that fails for good, or a lost ring, leaves requests in flight, and
+ * blk_save() refuses the snapshot. */
+static int blk_quiesce(struct vdev *dev, int64_t stall_ns)
 {
 	struct virtio_blk *blk = dev->impl;
 	uint16_t old_used_idx = blk_queue(blk)->used_idx;
@@ -346,7 +346,7 @@ static int blk_quiesce(struct vdev *dev, int64_t deadline_ns)
 	while (blk->disk.in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		err = blk_ring_wait(&blk->ring, &cqe, deadline_ns);
+		err = blk_ring_wait(&blk->ring, &cqe, clock_deadline_in(stall_ns));
 		if (err < 0)
 			break;
 		blk_take_completion(blk, cqe);
@@ -354,9 +354,9 @@ static int blk_quiesce(struct vdev *dev, int64_t deadline_ns)
 	}
 	if (err == -ETIMEDOUT)
 		log_error(&blk->log,
-			  "%s: %u requests still in flight at the pause's deadline: "
-			  "its image does not answer",
-			  blk->name, blk->disk.in_flight);
+			  "%s: none of its %u requests in flight completed for %lld ms: its "
+			  "image does not answer",
+			  blk->name, blk->disk.in_flight, (long long)(stall_ns / NS_PER_MS));
 	if (blk_queue(blk)->used_idx != old_used_idx)
 		vdev_notify_used(dev, 0, old_used_idx);
 	blk_serve_waiting_chain(blk);

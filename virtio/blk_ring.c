@@ -18,8 +18,6 @@
  * (ring_wait_again), and between looks at the completion ring once waiting on it failed
  * for good (ring_watch). */
 #define BLK_WAIT_PAUSE_MS 1
-#define NS_PER_MS 1000000LL
-#define NS_PER_S 1000000000LL
 
 void blk_ring_submit(struct blk_ring *ring)
 {
@@ -41,7 +39,7 @@ void blk_ring_submit(struct blk_ring *ring)
 /* Waits for the next completion, handing the kernel what is still queued first. SQEs a
  * transient shortage left unsubmitted never complete by themselves: then the wait is cut
  * short every BLK_RESUBMIT_MS to submit them again, rather than waiting forever; and at
- * deadline_ns (CLOCK_MONOTONIC) unless it is BLK_RING_NO_DEADLINE. 0 with *cqe, -ETIME
+ * deadline_ns (CLOCK_MONOTONIC) unless it is CLOCK_FOREVER. 0 with *cqe, -ETIME
  * when it is time to submit again or the deadline came, or another negative errno. */
 static int ring_wait_once(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns)
 {
@@ -49,10 +47,10 @@ static int ring_wait_once(struct blk_ring *ring, struct io_uring_cqe **cqe, int6
 
 	blk_ring_submit(ring);
 	bool resubmit = io_uring_sq_ready(uring) > 0;
-	if (!resubmit && deadline_ns == BLK_RING_NO_DEADLINE)
+	if (!resubmit && deadline_ns == CLOCK_FOREVER)
 		return io_uring_wait_cqe(uring, cqe);
 	int64_t wait_ns = resubmit ? BLK_RESUBMIT_MS * NS_PER_MS : INT64_MAX;
-	if (deadline_ns != BLK_RING_NO_DEADLINE) {
+	if (deadline_ns != CLOCK_FOREVER) {
 		int64_t left = deadline_ns - clock_now_ns();
 		if (left < wait_ns)
 			wait_ns = left > 0 ? left : 0;
@@ -103,11 +101,12 @@ static int ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t d
 {
 	for (;;) {
 		int err = ring_wait_once(ring, cqe, deadline_ns);
-		if (err == -ETIME && deadline_ns != BLK_RING_NO_DEADLINE &&
-		    clock_now_ns() >= deadline_ns)
-			return -ETIMEDOUT;
 		if (err == 0 || !ring_wait_again(err))
 			return err;
+		/* Whatever cut the wait short: a shortage that lasts must not outlive the
+		 * deadline either. */
+		if (clock_now_ns() >= deadline_ns)
+			return -ETIMEDOUT;
 	}
 }
 
@@ -192,7 +191,7 @@ void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk
 	while (ring->disk->in_flight > 0) {
 		struct io_uring_cqe *cqe;
 
-		int err = ring_wait(ring, &cqe, BLK_RING_NO_DEADLINE);
+		int err = ring_wait(ring, &cqe, CLOCK_FOREVER);
 		if (err < 0) {
 			ring_watch(ring, err, drop, opaque);
 			return;

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../vmm/clock.h"
 #include "../vmm/guest_memory.h"
 #include "../vmm/log.h"
 #include "blk_request.h"
@@ -53,13 +54,10 @@ struct blk_ring {
  * on within a bound; what is left goes with the next call. Nothing on a lost ring. */
 void blk_ring_submit(struct blk_ring *ring);
 
-/* A wait for completions with no deadline. */
-#define BLK_RING_NO_DEADLINE INT64_MAX
-
 /* The next completion while the disk owes some, for a pause: submits what is queued
  * first, and retries a wait a signal or a shortage cut short. 0 with *cqe, for the
  * caller to take (and mark seen); -ETIMEDOUT, not logged, when none came by deadline_ns
- * (CLOCK_MONOTONIC, vmm/clock.h; or BLK_RING_NO_DEADLINE); the negative errno of a wait
+ * (CLOCK_MONOTONIC, or CLOCK_FOREVER: vmm/clock.h); the negative errno of a wait
  * that failed for good, logged; -EIO at once on a lost ring, after dropping its late
  * completions. */
 int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t deadline_ns);

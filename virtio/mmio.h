@@ -106,9 +106,9 @@ void virtio_mmio_notify_handler(void *opaque);
 /* Snapshots (mmio_state.c; the device's own part through vdev_ops). Each takes
  * dev->lock; the VM is paused, or restored and not yet started. */
 
-/* Has the device finish what it has in flight by deadline_ns (vdev_ops.quiesce): 0 or
- * -ETIMEDOUT. */
-int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t deadline_ns);
+/* Has the device finish what it has in flight, unless it stalls for stall_ns
+ * (vdev_ops.quiesce): 0 or -ETIMEDOUT. */
+int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t stall_ns);
 
 /* Appends the transport's state (registers the driver wrote, each queue's serialisable
  * state) and then the device's (vdev_ops.save) to w, inside a section the caller opened.

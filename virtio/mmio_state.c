@@ -22,14 +22,14 @@ struct mmio_saved {
 	struct virtq queues[VDEV_MAX_QUEUES];
 };
 
-int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t deadline_ns)
+int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t stall_ns)
 {
 	struct vdev *dev = mmio->dev;
 	int err = 0;
 
 	pthread_mutex_lock(&dev->lock);
 	if (dev->ops->quiesce)
-		err = dev->ops->quiesce(dev, deadline_ns);
+		err = dev->ops->quiesce(dev, stall_ns);
 	pthread_mutex_unlock(&dev->lock);
 	return err;
 }

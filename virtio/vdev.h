@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../vmm/clock.h"
 #include "../vmm/guest_memory.h"
 #include "../vmm/log.h"
 #include "virtqueue.h"
@@ -73,8 +74,9 @@ struct vdev_ops {
 	 * ring (interrupting as usual), so that nothing the guest sees depends on host
 	 * state a snapshot cannot hold. The device takes no new work by itself; it goes
 	 * on normally once the event thread runs again. 0, or -ETIMEDOUT (logged) when
-	 * requests were still in flight at deadline_ns (CLOCK_MONOTONIC, vmm/clock.h):
-	 * they complete as usual once the event thread runs again.
+	 * none of the requests in flight completed for stall_ns (CLOCK_FOREVER,
+	 * vmm/clock.h: no bound): they complete as usual once the event thread runs
+	 * again. Slow I/O that progresses is waited for; I/O that stopped is not.
 	 *
 	 * save: the device's own state (not the transport's, nor its queues') after a
 	 * quiesce, appended to the transport's section. 0 or a negative errno (-EBUSY:
@@ -93,7 +95,7 @@ struct vdev_ops {
 	 * restored: every device of the VM is loaded and the transport activated again
 	 * where the driver had set DRIVER_OK; the backend may start (vsock resets the
 	 * guest's connections, which lived in the process that took the snapshot). */
-	int (*quiesce)(struct vdev *dev, int64_t deadline_ns);
+	int (*quiesce)(struct vdev *dev, int64_t stall_ns);
 	int (*save)(struct vdev *dev, struct snap_writer *w);
 	int (*load)(struct vdev *dev, struct snap_reader *r, uint32_t status);
 	void (*restored)(struct vdev *dev);

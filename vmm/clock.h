@@ -15,4 +15,23 @@ static inline int64_t clock_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+#define NS_PER_MS 1000000LL
+#define NS_PER_S 1000000000LL
+
+/* A deadline that never comes, or a bound on a wait that is none. */
+#define CLOCK_FOREVER INT64_MAX
+
+/* The deadline ns from now: CLOCK_FOREVER for a wait with no bound (ns CLOCK_FOREVER). */
+static inline int64_t clock_deadline_in(int64_t ns)
+{
+	return ns == CLOCK_FOREVER ? CLOCK_FOREVER : clock_now_ns() + ns;
+}
+
+/* A CLOCK_MONOTONIC time as pthread_cond_timedwait() takes it (for a condition variable
+ * set up with pthread_condattr_setclock(CLOCK_MONOTONIC)). */
+static inline struct timespec clock_timespec(int64_t ns)
+{
+	return (struct timespec){.tv_sec = ns / NS_PER_S, .tv_nsec = ns % NS_PER_S};
+}
+
 #endif

@@ -16,7 +16,12 @@ int event_loop_init(struct event_loop *loop)
 	memset(loop, 0, sizeof(*loop));
 	loop->stop_fd = -1;
 	pthread_mutex_init(&loop->lock, NULL);
-	pthread_cond_init(&loop->changed, NULL);
+	/* On CLOCK_MONOTONIC: event_loop_wait_parked()'s deadline is. */
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&loop->changed, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	loop->sync_ready = true;
 	loop->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
 	if (loop->epoll_fd < 0)
@@ -203,20 +208,27 @@ void event_loop_ask_park(struct event_loop *loop)
 		event_loop_tell(loop, EVENT_LOOP_PARK);
 }
 
-void event_loop_wait_parked(struct event_loop *loop)
+int event_loop_wait_parked(struct event_loop *loop, int64_t deadline_ns)
 {
 	if (!loop->thread_started)
-		return;
+		return 0;
+	struct timespec until = clock_timespec(deadline_ns);
 	pthread_mutex_lock(&loop->lock);
-	while (!loop->parked)
-		pthread_cond_wait(&loop->changed, &loop->lock);
+	while (!loop->parked && clock_now_ns() < deadline_ns) {
+		if (deadline_ns == CLOCK_FOREVER)
+			pthread_cond_wait(&loop->changed, &loop->lock);
+		else
+			pthread_cond_timedwait(&loop->changed, &loop->lock, &until);
+	}
+	bool parked = loop->parked;
 	pthread_mutex_unlock(&loop->lock);
+	return parked ? 0 : -ETIMEDOUT;
 }
 
 void event_loop_pause(struct event_loop *loop)
 {
 	event_loop_ask_park(loop);
-	event_loop_wait_parked(loop);
+	(void)event_loop_wait_parked(loop, CLOCK_FOREVER);
 }
 
 void event_loop_stop(struct event_loop *loop)

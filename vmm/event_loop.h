@@ -7,7 +7,9 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "clock.h"
 #include "log.h"
 
 /* Called on the event thread when fd is readable (or in error). The handler must
@@ -88,11 +90,13 @@ int event_loop_start(struct event_loop *loop);
 void event_loop_pause(struct event_loop *loop);
 
 /* event_loop_pause() in two halves, so that the thread parks while the caller does
- * something else (a VM's pause stops its vCPUs meanwhile, vm_pause.c): the first asks and returns
- * at once, the second waits until the thread is parked (or ended). Handlers may run until the
- * second returns. */
+ * something else (a VM's pause stops its vCPUs meanwhile, vm_pause.c): the first asks and
+ * returns at once, the second waits until the thread is parked (or ended): 0; or
+ * -ETIMEDOUT at deadline_ns (CLOCK_MONOTONIC, or CLOCK_FOREVER: clock.h), the thread
+ * still in a handler (one held by a file that stopped answering). Handlers may run until
+ * the second returns 0; event_loop_start() lets a thread asked to park go on. */
 void event_loop_ask_park(struct event_loop *loop);
-void event_loop_wait_parked(struct event_loop *loop);
+int event_loop_wait_parked(struct event_loop *loop, int64_t deadline_ns);
 
 /* Ends and joins the thread, parked or not (no-op when it was not started). */
 void event_loop_stop(struct event_loop *loop);

@@ -204,9 +204,12 @@ MOTE_API enum mote_vm_state mote_vm_get_state(struct mote_vm *vm);
  * lets the devices finish the requests they have in flight and stops them taking new
  * work, and stops the guest's clock. Returns once all of that is done. 0 (also when
  * already paused); -EINVAL when the VM is not running; -EINTR when it ended meanwhile;
- * -ETIMEDOUT, logged, when a vCPU had not stopped or a disk's I/O had not completed
- * within 30 s (an image on a host file system that stopped answering): the pause is
- * abandoned and the VM runs on, the I/O completing whenever it does.
+ * -ETIMEDOUT, logged, when a vCPU or the device thread had not stopped within 30 s, or
+ * a disk's I/O made no progress for 30 s (an image on a host file system that stopped
+ * answering): the pause is abandoned and the VM runs on, the I/O completing whenever it
+ * does. Call it from a thread that outlives the VM's disk I/O (the control API's does):
+ * io_uring ties a request to the thread that submitted it, and the pause submits what
+ * the disks had queued, which an abandoned pause leaves in flight.
  * Before mote_vm_run() starts the VM, it only makes it start paused (0); while
  * mote_vm_run() is starting it, it waits until the VM runs. */
 MOTE_API int mote_vm_pause(struct mote_vm *vm);

@@ -9,13 +9,14 @@
 #include "clock.h"
 #include "vm.h"
 
-/* How long a pause waits for the vCPUs to stop and the devices to finish their I/O
- * before it is abandoned and the VM runs on: Linux's default timeout of a block request
+/* How long a pause waits for the vCPUs and the event thread to stop, and for a disk's
+ * I/O in flight to make progress (each completion starts the wait anew), before it is
+ * abandoned and the VM runs on: Linux's default timeout of a block request
  * (/sys/block/DEV/queue/io_timeout, 30 s), after which a disk's own I/O counts as lost.
  * Only a host file that stops answering (a hung network file system) takes that long:
- * its I/O in flight holds the devices, and a vCPU resetting such a disk waits for it. */
+ * its I/O in flight holds the devices, a vCPU resetting such a disk waits for it, and
+ * the event thread copying an overlay's cluster up from such an image. */
 #define VM_PAUSE_WAIT_MS 30000
-#define NS_PER_MS 1000000LL
 
 bool vm_pause_requested(struct mote_vm *vm)
 {
@@ -45,7 +46,7 @@ enum mote_vm_state mote_vm_get_state(struct mote_vm *vm)
 }
 
 enum vm_park_result {
-	VM_PARKED,
+	VM_PARK_DONE,
 	VM_PARK_ENDED,	   /* the VM ended first */
 	VM_PARK_TIMED_OUT, /* a vCPU was still running at the deadline */
 };
@@ -70,7 +71,7 @@ static enum vm_park_result vm_park_all(struct mote_vm *vm, int64_t deadline_ns)
 	}
 	enum vm_park_result result = vm->ended			  ? VM_PARK_ENDED
 				     : vm->parked < vm->cpu_count ? VM_PARK_TIMED_OUT
-								  : VM_PARKED;
+								  : VM_PARK_DONE;
 	pthread_mutex_unlock(&vm->lock);
 	return result;
 }
@@ -115,17 +116,28 @@ static void vm_tell_guest_it_was_stopped(struct mote_vm *vm)
 		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
 }
 
-/* Undoes a pause that could not finish, in a resume's order: the event thread, then the
- * vCPUs, which may have stood still up to VM_PAUSE_WAIT_MS. The guest's clock ran on, as
- * it does through any stall of the host. Returns err. */
-static int vm_pause_abandon(struct mote_vm *vm, int err)
+/* Undoes a pause that could not finish (what, for VM_PAUSE_WAIT_MS, because of why), in
+ * a resume's order: the event thread, then the vCPUs. They are told they stood still (as
+ * a resume tells them) only when every one was parked: the ioctl takes the vCPU's mutex,
+ * which a vCPU still in KVM_RUN holds, maybe for good (a vCPU that missed the deadline).
+ * The guest's clock ran on, as through any stall of the host. -ETIMEDOUT, or -EINTR when
+ * the VM ended meanwhile: its end stops the threads, parked or not. */
+static int vm_pause_abandon(struct mote_vm *vm, bool vcpus_parked, const char *what,
+			    const char *why)
 {
+	if (vm_has_ended(vm)) {
+		vm_unpark_all(vm, MOTE_VM_RUNNING);
+		return -EINTR;
+	}
+	log_error(&vm->log, "pause abandoned: %s for %d s (%s); the VM runs on", what,
+		  VM_PAUSE_WAIT_MS / 1000, why);
 	int ret = event_loop_start(&vm->events);
 	if (ret)
 		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
-	vm_tell_guest_it_was_stopped(vm);
+	if (vcpus_parked)
+		vm_tell_guest_it_was_stopped(vm);
 	vm_unpark_all(vm, MOTE_VM_RUNNING);
-	return err;
+	return -ETIMEDOUT;
 }
 
 int vm_pause_locked(struct mote_vm *vm)
@@ -137,6 +149,7 @@ int vm_pause_locked(struct mote_vm *vm)
 	if (vm_choose_start(vm, MOTE_VM_PAUSED))
 		return 0;
 	vm_wait_started(vm);
+	int64_t deadline_ns = clock_now_ns() + VM_PAUSE_WAIT_MS * NS_PER_MS;
 	enum mote_vm_state state = mote_vm_get_state(vm);
 	if (state == MOTE_VM_PAUSED)
 		return 0;
@@ -145,7 +158,6 @@ int vm_pause_locked(struct mote_vm *vm)
 	/* The event thread parks while the vCPUs are stopped, not after: each takes a few
 	 * thread wakeups, and a pause is what a client waits for. A queue notified
 	 * meanwhile waits in its ioeventfd for the resume, as it would after the pause. */
-	int64_t deadline_ns = start_ns + VM_PAUSE_WAIT_MS * NS_PER_MS;
 	event_loop_ask_park(&vm->events);
 	enum vm_park_result parked = vm_park_all(vm, deadline_ns);
 	if (parked == VM_PARK_ENDED) {
@@ -153,25 +165,19 @@ int vm_pause_locked(struct mote_vm *vm)
 		/* The VM is ending; its end stops the thread, parked or not. */
 		return -EINTR;
 	}
-	if (parked == VM_PARK_TIMED_OUT) {
-		log_error(&vm->log,
-			  "pause abandoned: a vCPU did not stop within %d s (it is held in a "
-			  "device, such as a disk reset waiting for an image that does not "
-			  "answer); the VM runs on",
-			  VM_PAUSE_WAIT_MS / 1000);
-		return vm_pause_abandon(vm, -ETIMEDOUT);
-	}
+	if (parked == VM_PARK_TIMED_OUT)
+		return vm_pause_abandon(vm, false, "a vCPU did not stop",
+					"it is held in a device, such as a disk reset waiting "
+					"for an image that does not answer");
 	/* No vCPU runs, so no register access reaches a device; with the event thread
 	 * parked too, nothing but this thread touches them. */
-	event_loop_wait_parked(&vm->events);
-	int err = vm_virtio_quiesce(vm, deadline_ns);
-	if (err) {
-		log_error(&vm->log,
-			  "pause abandoned: a disk's I/O did not complete within %d s (its image "
-			  "does not answer); the VM runs on",
-			  VM_PAUSE_WAIT_MS / 1000);
-		return vm_pause_abandon(vm, err);
-	}
+	if (event_loop_wait_parked(&vm->events, deadline_ns))
+		return vm_pause_abandon(vm, true, "the device thread did not stop",
+					"it is held in a disk's overlay, copying from an image "
+					"that does not answer");
+	if (vm_virtio_quiesce(vm, VM_PAUSE_WAIT_MS * NS_PER_MS))
+		return vm_pause_abandon(vm, true, "a disk's I/O made no progress",
+					"its image does not answer");
 	/* The guest's clock stops with it: resumed, it goes on from this value. */
 	vm->clock_saved = ioctl(vm->vm_fd, KVM_GET_CLOCK, &vm->paused_clock) == 0;
 	if (!vm->clock_saved)

@@ -90,10 +90,10 @@ void vm_virtio_announce(const struct mote_vm *vm, struct cmdline *cmdline)
 	}
 }
 
-int vm_virtio_quiesce(struct mote_vm *vm, int64_t deadline_ns)
+int vm_virtio_quiesce(struct mote_vm *vm, int64_t stall_ns)
 {
 	for (unsigned i = 0; i < vm->virtio.count; i++) {
-		int err = virtio_mmio_quiesce(&vm->virtio.transports[i], deadline_ns);
+		int err = virtio_mmio_quiesce(&vm->virtio.transports[i], stall_ns);
 		if (err)
 			return err;
 	}

@@ -27,10 +27,10 @@ int vm_virtio_attach(struct mote_vm *vm, struct vdev *dev);
 /* Appends every attached device's virtio_mmio.device= entry. */
 void vm_virtio_announce(const struct mote_vm *vm, struct cmdline *cmdline);
 
-/* Has every device finish what it has in flight by deadline_ns (CLOCK_MONOTONIC; the
- * VM is paused: no vCPU runs, the event thread is stopped): 0, or the first device's
- * -ETIMEDOUT, the devices after it not asked. */
-int vm_virtio_quiesce(struct mote_vm *vm, int64_t deadline_ns);
+/* Has every device finish what it has in flight (the VM is paused: no vCPU runs, the
+ * event thread is stopped), unless one's I/O stalls for stall_ns: 0, or the first
+ * stalled device's -ETIMEDOUT, the devices after it not asked. */
+int vm_virtio_quiesce(struct mote_vm *vm, int64_t stall_ns);
 
 /* Closes the transports' eventfds (after the event loop and vCPUs stopped). */
 void vm_virtio_destroy(struct mote_vm *vm);

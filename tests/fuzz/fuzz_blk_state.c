@@ -79,7 +79,7 @@ static int save_template(struct harness *h)
 	offer_request(h, 3, VIRTIO_BLK_T_FLUSH, 0);
 	fuzz_mmio_write(&h->mmio, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	(void)event_loop_run_once(&h->loop, 0); /* the kick: the requests start */
-	virtio_mmio_quiesce(&h->mmio, INT64_MAX);
+	virtio_mmio_quiesce(&h->mmio, CLOCK_FOREVER);
 	h->template_avail_idx = dev->queues[0].last_avail_idx;
 	if (dev->queues[0].used_idx != 4 || h->template_avail_idx != 4)
 		return -1;

@@ -351,17 +351,17 @@ void reset_dev(struct vdev *dev)
 	pthread_mutex_unlock(&dev->lock);
 }
 
-int quiesce_dev_until(struct vdev *dev, int64_t deadline_ns)
+int quiesce_dev_bounded(struct vdev *dev, int64_t stall_ns)
 {
 	pthread_mutex_lock(&dev->lock);
-	int err = dev->ops->quiesce(dev, deadline_ns);
+	int err = dev->ops->quiesce(dev, stall_ns);
 	pthread_mutex_unlock(&dev->lock);
 	return err;
 }
 
 void quiesce_dev(struct vdev *dev)
 {
-	assert_int_equal(quiesce_dev_until(dev, INT64_MAX), 0);
+	assert_int_equal(quiesce_dev_bounded(dev, CLOCK_FOREVER), 0);
 }
 
 int save_dev(struct vdev *dev)

@@ -138,9 +138,9 @@ struct virtio_blk_discard_write_zeroes range(uint64_t sector, uint32_t sectors, 
 void notify_dev(struct vdev *dev);
 /* What a driver's status write of 0 does: reset under dev->lock. */
 void reset_dev(struct vdev *dev);
-/* What a pause does to the device: quiesce under dev->lock, with a deadline
- * (CLOCK_MONOTONIC ns): 0 or -ETIMEDOUT. */
-int quiesce_dev_until(struct vdev *dev, int64_t deadline_ns);
+/* What a pause does to the device: quiesce under dev->lock, giving up after stall_ns
+ * with no completion: 0 or -ETIMEDOUT. */
+int quiesce_dev_bounded(struct vdev *dev, int64_t stall_ns);
 /* The same with no deadline, which must succeed. */
 void quiesce_dev(struct vdev *dev);
 /* What a snapshot does to the quiesced device: its save under dev->lock (the bytes

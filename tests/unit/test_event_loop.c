@@ -260,6 +260,14 @@ static void *release_after_100_ms(void *opaque)
 	return NULL;
 }
 
+/* Long after a wait with a 50 ms deadline: one that ignored it would return then. */
+static void *release_after_1_s(void *opaque)
+{
+	usleep(1000 * 1000);
+	atomic_store(&((struct held_handler *)opaque)->release, true);
+	return NULL;
+}
+
 /* A pause asks the thread to park and stops the vCPUs before waiting for it
  * (vm_pause.c): the asking must not wait for a handler that is running, and the waiting
  * must not return before that handler is done. */
@@ -283,11 +291,55 @@ static void asking_to_park_does_not_wait_and_waiting_outlasts_a_running_handler(
 	assert_int_equal(pthread_create(&releaser, NULL, release_after_100_ms, &held), 0);
 	event_loop_ask_park(&f->loop);
 	assert_false(atomic_load(&held.finished)); /* returned with the handler still held */
-	event_loop_wait_parked(&f->loop);
+	assert_int_equal(event_loop_wait_parked(&f->loop, CLOCK_FOREVER), 0);
 	assert_true(atomic_load(&held.finished));
 
 	event_loop_stop(&f->loop);
 	pthread_join(releaser, NULL);
+	close(held.kick_fd);
+}
+
+/* A handler held past the pause's deadline (a file that stopped answering): the wait
+ * gives up with -ETIMEDOUT, the handler still running, and event_loop_start() lets the
+ * thread asked to park go on: once the handler is done it serves its fds again, as the
+ * same thread. */
+static void waiting_to_park_gives_up_at_its_deadline_and_the_thread_goes_on(void **state)
+{
+	struct fixture *f = *state;
+	struct held_handler held = {.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+	uint64_t one = 1;
+
+	assert_true(held.kick_fd >= 0);
+	assert_int_equal(event_loop_add(&f->loop, held.kick_fd, held_handler_run, &held), 0);
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	pthread_t thread = f->loop.thread;
+	assert_int_equal(write(held.kick_fd, &one, sizeof(one)), sizeof(one));
+	for (int i = 0; i < 5000 && !atomic_load(&held.running); i++)
+		usleep(1000);
+	assert_true(atomic_load(&held.running));
+
+	pthread_t releaser;
+	assert_int_equal(pthread_create(&releaser, NULL, release_after_1_s, &held), 0);
+	event_loop_ask_park(&f->loop);
+	int64_t start_ns = clock_now_ns();
+	assert_int_equal(event_loop_wait_parked(&f->loop, start_ns + 50 * NS_PER_MS), -ETIMEDOUT);
+	assert_true(clock_now_ns() - start_ns >= 50 * NS_PER_MS);
+	assert_false(atomic_load(&held.finished));
+
+	assert_int_equal(event_loop_start(&f->loop), 0);
+	pthread_join(releaser, NULL);
+	for (int i = 0; i < 5000 && !atomic_load(&held.finished); i++)
+		usleep(1000);
+	assert_true(atomic_load(&held.finished));
+	atomic_store(&held.running, false);
+	atomic_store(&held.finished, false);
+	assert_int_equal(write(held.kick_fd, &one, sizeof(one)), sizeof(one));
+	for (int i = 0; i < 5000 && !atomic_load(&held.finished); i++)
+		usleep(1000);
+	assert_true(atomic_load(&held.finished)); /* not parked: it ran the handler again */
+	assert_true(pthread_equal(thread, f->loop.thread));
+
+	event_loop_stop(&f->loop);
 	close(held.kick_fd);
 }
 
@@ -304,6 +356,7 @@ int main(void)
 	    TEST(a_paused_thread_runs_no_handler_and_resumes_as_the_same_thread),
 	    TEST(a_read_submitted_before_a_pause_completes_during_it),
 	    TEST(asking_to_park_does_not_wait_and_waiting_outlasts_a_running_handler),
+	    TEST(waiting_to_park_gives_up_at_its_deadline_and_the_thread_goes_on),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

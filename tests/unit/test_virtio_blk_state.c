@@ -164,7 +164,7 @@ static void disk_loaded_into_a_fresh_device_goes_on_serving_requests(void **stat
 	virtio_mmio_notify_handler(&before.notifiers[0]);
 	wait_used(f, 1);
 	assert_int_equal(status_of(f, written), VIRTIO_BLK_S_OK);
-	assert_int_equal(virtio_mmio_quiesce(&before, INT64_MAX), 0);
+	assert_int_equal(virtio_mmio_quiesce(&before, CLOCK_FOREVER), 0);
 	snap_writer_init(&w);
 	assert_int_equal(virtio_mmio_save(&before, &w), 0);
 	read_registers(&before, regs_before);
@@ -208,7 +208,7 @@ static void disk_loaded_onto_an_image_of_another_size_is_refused(void **state)
 	detach(f);
 	open_mmio_disk(f, &before);
 	driver_bring_up(&before);
-	assert_int_equal(virtio_mmio_quiesce(&before, INT64_MAX), 0);
+	assert_int_equal(virtio_mmio_quiesce(&before, CLOCK_FOREVER), 0);
 	snap_writer_init(&w);
 	assert_int_equal(virtio_mmio_save(&before, &w), 0);
 	detach_mmio_disk(f, &before);
@@ -240,7 +240,7 @@ static void disk_state_with_a_chain_taken_and_not_used_is_refused(void **state)
 	detach(f);
 	open_mmio_disk(f, &before);
 	driver_bring_up(&before);
-	assert_int_equal(virtio_mmio_quiesce(&before, INT64_MAX), 0);
+	assert_int_equal(virtio_mmio_quiesce(&before, CLOCK_FOREVER), 0);
 	f->dev->queues[0].last_avail_idx++; /* as if a request had been taken */
 	snap_writer_init(&w);
 	assert_int_equal(virtio_mmio_save(&before, &w), 0);

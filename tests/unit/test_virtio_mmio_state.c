@@ -86,9 +86,9 @@ static void fake_reset(struct vdev *dev)
 	fake->cookie = 0;
 }
 
-static int fake_quiesce(struct vdev *dev, int64_t deadline_ns)
+static int fake_quiesce(struct vdev *dev, int64_t stall_ns)
 {
-	(void)deadline_ns;
+	(void)stall_ns;
 	((struct fake_device *)dev->impl)->quiesces++;
 	return 0;
 }
@@ -440,7 +440,7 @@ static void quiesce_asks_the_device(void **state)
 	struct fixture *f = *state;
 
 	bring_up(f);
-	assert_int_equal(virtio_mmio_quiesce(&f->mmio[0], INT64_MAX), 0);
+	assert_int_equal(virtio_mmio_quiesce(&f->mmio[0], CLOCK_FOREVER), 0);
 	assert_int_equal(f->fake[0].quiesces, 1);
 }
 

@@ -22,8 +22,8 @@
 struct fake_device {
 	struct vdev dev;
 	int quiesces;
-	int64_t deadline_ns; /* the last quiesce's */
-	int quiesce_result;  /* what its quiesce answers */
+	int64_t stall_ns;   /* the last quiesce's */
+	int quiesce_result; /* what its quiesce answers */
 };
 
 static uint64_t fake_features(struct vdev *dev)
@@ -64,12 +64,12 @@ static void fake_reset(struct vdev *dev)
 	(void)dev;
 }
 
-static int fake_quiesce(struct vdev *dev, int64_t deadline_ns)
+static int fake_quiesce(struct vdev *dev, int64_t stall_ns)
 {
 	struct fake_device *fake = dev->impl;
 
 	fake->quiesces++;
-	fake->deadline_ns = deadline_ns;
+	fake->stall_ns = stall_ns;
 	return fake->quiesce_result;
 }
 
@@ -249,14 +249,14 @@ static void quiesce_reaches_every_virtio_device(void **state)
 	assert_int_equal(vm_virtio_quiesce(t->vm, 12345), 0);
 	for (unsigned i = 0; i < DEVICES; i++) {
 		assert_int_equal(t->fakes[i].quiesces, 1);
-		assert_int_equal(t->fakes[i].deadline_ns, 12345);
+		assert_int_equal(t->fakes[i].stall_ns, 12345);
 	}
 	test_vm_free(t);
 }
 
-/* A device with requests still in flight at the deadline fails the pause at once: the
- * devices after it are not made to wait for a deadline already past. */
-static void quiesce_stops_at_a_device_past_its_deadline(void **state)
+/* A device whose I/O stalled fails the pause at once: the devices after it are not made
+ * to wait too. */
+static void quiesce_stops_at_a_device_whose_io_stalled(void **state)
 {
 	(void)state;
 	struct test_vm *t = test_vm_new(DEVICES, kinds);
@@ -276,7 +276,7 @@ int main(void)
 	    cmocka_unit_test(vm_with_devices_of_other_kinds_is_refused),
 	    cmocka_unit_test(every_truncation_of_the_devices_is_refused),
 	    cmocka_unit_test(quiesce_reaches_every_virtio_device),
-	    cmocka_unit_test(quiesce_stops_at_a_device_past_its_deadline),
+	    cmocka_unit_test(quiesce_stops_at_a_device_whose_io_stalled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
