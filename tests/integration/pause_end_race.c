@@ -10,14 +10,19 @@
  *   - the event thread (a host client's bad vsock CONNECT line is logged on it), and the
  *     VM stopped once the pause parked the vCPU: let go, the thread parks and the pause
  *     returns -EINTR, not a paused VM.
+ * A fourth held round has no end meanwhile: the pause waiting for the held vCPU is
+ * abandoned at libmote's bound (30 s, not before), logged, with -ETIMEDOUT and the VM
+ * running on; let go, the vCPU parks at the next pause, the VM resumes and its guest
+ * powers off.
  * Then ROUNDS racing rounds: a pauser thread pauses and resumes back to back from the
  * guest's first line until the VM has ended, by the guest powering off on its own (half
  * of them) or by mote_vm_stop() from the main thread.
  * In every round mote_vm_run() returns with the exit its end implies, every pause and
- * resume answers as mote.h says (0; -EINTR and -EINVAL only once the VM has ended), a
- * racing round has a pause that succeeded, and after the end a pause and a resume are
- * refused with -EINVAL at once and mote_vm_destroy() returns. Every wait has a deadline:
- * a hang fails, naming the step. Each round's guest console is DIR/race-N.out.
+ * resume answers as mote.h says (0; -EINTR and -EINVAL only once the VM has ended;
+ * -ETIMEDOUT only at the vCPU held past the bound), a racing round has a pause that
+ * succeeded, and after the end a pause and a resume are refused with -EINVAL at once and
+ * mote_vm_destroy() returns. Every wait has a deadline: a hang fails, naming the step.
+ * Each round's guest console is DIR/race-N.out.
  * usage: mote-test-pause-end-race KERNEL INITRD DIR ROUNDS */
 #include <errno.h>
 #include <poll.h>
@@ -45,6 +50,16 @@
 #define SETTLE_MS 1000
 /* The guest's line: the pauser starts once it is on the console. */
 #define READY_LINE "race-ready"
+/* libmote's bound on a pause's wait for a vCPU (VM_PAUSE_WAIT_MS, vm_pause.c): a pause
+ * the held vCPU never answers is abandoned at it, not before (the margin is this
+ * program's clock reading, in whole milliseconds, around the call), and within
+ * ABANDON_LIMIT_S, three times the bound: later is a pause that ignores it (failed by
+ * the watchdog before hold_thread() gives up holding). */
+#define PAUSE_BOUND_MS 30000
+#define PAUSE_BOUND_MARGIN_MS 500
+#define ABANDON_LIMIT_S 90
+/* What libmote logs as it abandons a pause at a vCPU (vm_pause.c). */
+#define ABANDON_MESSAGE "pause abandoned: a vCPU did not stop"
 /* A stop comes at a random moment up to this long after the round's first pause that
  * succeeded: at another point of the pauser's loop each time. */
 #define STOP_DELAY_MAX_MS 300
@@ -64,6 +79,7 @@ enum round_end {
 	HELD_VCPU_STOPPED,	   /* mote_vm_stop() while a pause waits for the held vCPU */
 	HELD_VCPU_ENDS,		   /* the held vCPU, let go, ends the VM (exit_at_boot) */
 	HELD_EVENT_THREAD_STOPPED, /* mote_vm_stop() once the pause waits for the event thread */
+	HELD_VCPU_PAUSE_ABANDONED, /* the pause abandoned at the held vCPU; then a power-off */
 };
 
 struct round {
@@ -85,6 +101,7 @@ struct round {
 	atomic_bool held, kicked;
 	int held_pause_result;
 	atomic_bool held_pause_returned;
+	atomic_bool abandon_logged; /* ABANDON_MESSAGE came to the log callback */
 	/* The pauses' answers. */
 	atomic_uint pauses_ok;
 	unsigned pauses_interrupted, pauses_refused;
@@ -97,6 +114,7 @@ struct race {
 	const char *initrd;
 	const char *dir;
 	unsigned pauses_ok, pauses_interrupted, pauses_refused, held_interrupted;
+	long long abandoned_after_ms; /* the held vCPU's pause, from its call to -ETIMEDOUT */
 };
 
 static int64_t now_ms(void)
@@ -187,6 +205,8 @@ static void log_message(void *opaque, enum mote_log_level level, const char *mes
 	/* Not the info of every pause ("paused in ..."): hundreds a round. */
 	if (level <= MOTE_LOG_WARN)
 		fprintf(stderr, "round %d: mote: %s\n", round->number, message);
+	if (strstr(message, ABANDON_MESSAGE))
+		atomic_store(&round->abandon_logged, true);
 	if (round->hold_message && !atomic_load(&round->held) &&
 	    strstr(message, round->hold_message))
 		hold_thread(round);
@@ -370,12 +390,22 @@ static int send_bad_connect_line(struct round *round)
  * Adds the round's answers to the totals. */
 static int finish_round(struct race *race, struct round *round)
 {
-	static const char *const ends[] = {"powered off", "stopped", "stopped, its vCPU held",
-					   "ended by its held vCPU",
-					   "stopped, its event thread held"};
-	static const enum mote_exit_reason reasons[] = {MOTE_EXIT_POWER_OFF, MOTE_EXIT_ERROR,
-							MOTE_EXIT_ERROR, MOTE_EXIT_BOOT_COMPLETE,
-							MOTE_EXIT_ERROR};
+	static const char *const ends[] = {
+	    [END_BY_POWER_OFF] = "powered off",
+	    [END_BY_STOP] = "stopped",
+	    [HELD_VCPU_STOPPED] = "stopped, its vCPU held",
+	    [HELD_VCPU_ENDS] = "ended by its held vCPU",
+	    [HELD_EVENT_THREAD_STOPPED] = "stopped, its event thread held",
+	    [HELD_VCPU_PAUSE_ABANDONED] = "powered off after a pause abandoned at its held vCPU",
+	};
+	static const enum mote_exit_reason reasons[] = {
+	    [END_BY_POWER_OFF] = MOTE_EXIT_POWER_OFF,
+	    [END_BY_STOP] = MOTE_EXIT_ERROR,
+	    [HELD_VCPU_STOPPED] = MOTE_EXIT_ERROR,
+	    [HELD_VCPU_ENDS] = MOTE_EXIT_BOOT_COMPLETE,
+	    [HELD_EVENT_THREAD_STOPPED] = MOTE_EXIT_ERROR,
+	    [HELD_VCPU_PAUSE_ABANDONED] = MOTE_EXIT_POWER_OFF,
+	};
 	enum mote_exit_reason reason = reasons[round->end];
 	int error = reason == MOTE_EXIT_ERROR ? -EINTR : 0;
 	int failed = 0;
@@ -481,8 +511,60 @@ static int pause_on_held_thread(struct race *race, struct round *round)
 	return failed;
 }
 
+/* With the vCPU held and the VM not ending, a pause waits for the vCPU until its bound,
+ * then gives up: -ETIMEDOUT, not before the bound, logged, the VM running. Let go, the
+ * vCPU parks at the next pause, and a resume lets the guest go on to its power-off. */
+static int pause_abandoned_at_held_vcpu(struct race *race, struct round *round)
+{
+	int failed = 0;
+
+	watchdog_arm(&race->dog, ABANDON_LIMIT_S,
+		     "round %d: the pause waiting for the held vCPU was not abandoned",
+		     round->number);
+	int64_t called_ms = now_ms();
+	int ret = mote_vm_pause(round->vm);
+	long long waited_ms = (long long)(now_ms() - called_ms);
+	enum mote_vm_state state = mote_vm_get_state(round->vm);
+	if (ret != -ETIMEDOUT || state != MOTE_VM_RUNNING)
+		failed = round_fail(round,
+				    "the pause the held vCPU never answered returned %d (%s) after "
+				    "%lld ms, the VM then in state %d: not -ETIMEDOUT, running",
+				    ret, strerror(-ret), waited_ms, state);
+	else if (waited_ms < PAUSE_BOUND_MS - PAUSE_BOUND_MARGIN_MS)
+		failed = round_fail(round,
+				    "the pause was abandoned after %lld ms, before its bound of "
+				    "%d ms",
+				    waited_ms, PAUSE_BOUND_MS);
+	if (!atomic_load(&round->abandon_logged))
+		failed = round_fail(round, "the abandoned pause logged no \"%s\"", ABANDON_MESSAGE);
+	race->abandoned_after_ms = waited_ms;
+
+	release_held(round);
+	watchdog_arm(&race->dog, PROMPT_LIMIT_S, "round %d: a pause once the held vCPU was let go",
+		     round->number);
+	ret = mote_vm_pause(round->vm);
+	state = mote_vm_get_state(round->vm);
+	if (ret != 0 || state != MOTE_VM_PAUSED)
+		failed = round_fail(round,
+				    "a pause once the held vCPU was let go returned %d (%s), the "
+				    "VM then in state %d: not 0, paused",
+				    ret, strerror(-ret), state);
+	else
+		atomic_fetch_add(&round->pauses_ok, 1);
+	watchdog_arm(&race->dog, PROMPT_LIMIT_S, "round %d: resuming the paused VM", round->number);
+	ret = mote_vm_resume(round->vm);
+	state = mote_vm_get_state(round->vm);
+	if (ret != 0 || state != MOTE_VM_RUNNING)
+		failed = round_fail(round,
+				    "the resume returned %d (%s), the VM then in state %d: not 0, "
+				    "running",
+				    ret, strerror(-ret), state);
+	return failed;
+}
+
 /* The race made certain: a pause waits for a thread of the VM, held, when the VM ends;
- * the end finishes once the thread is let go. */
+ * the end finishes once the thread is let go. Or, with no end meanwhile, the pause
+ * waits for the held vCPU until it is abandoned. */
 static int held_round(struct race *race, struct round *round)
 {
 	pthread_t run;
@@ -494,7 +576,11 @@ static int held_round(struct race *race, struct round *round)
 		perror("pipe");
 		return 1;
 	}
-	if (create_vm(race, round, "echo " READY_LINE "; sleep 600")) {
+	/* The abandoned pause's guest powers off a moment after its line: it gets there
+	 * only once its vCPU is let go and the VM resumed after the pause that follows. */
+	if (create_vm(race, round,
+		      round->end == HELD_VCPU_PAUSE_ABANDONED ? "echo " READY_LINE "; sleep 2"
+							      : "echo " READY_LINE "; sleep 600")) {
 		close(round->release_fds[0]);
 		close(round->release_fds[1]);
 		return 1;
@@ -508,7 +594,9 @@ static int held_round(struct race *race, struct round *round)
 		mote_vm_stop(round->vm);
 	while (!atomic_load(&round->held) && !atomic_load(&round->run_returned))
 		sleep_us(1000);
-	if (atomic_load(&round->held))
+	if (atomic_load(&round->held) && round->end == HELD_VCPU_PAUSE_ABANDONED)
+		failed = pause_abandoned_at_held_vcpu(race, round);
+	else if (atomic_load(&round->held))
 		failed = pause_on_held_thread(race, round);
 	else
 		failed = round_fail(round, "the VM ended before a thread of it was held");
@@ -517,6 +605,9 @@ static int held_round(struct race *race, struct round *round)
 		     "round %d: mote_vm_run() did not return once the held thread was let go",
 		     round->number);
 	pthread_join(run, NULL);
+	if (round->end == HELD_VCPU_PAUSE_ABANDONED &&
+	    !console_has_line(round->console_path, READY_LINE))
+		failed = round_fail(round, "the guest never printed its line: it did not run on");
 	failed |= finish_round(race, round);
 	if (client >= 0)
 		close(client);
@@ -560,7 +651,9 @@ static int racing_round(struct race *race, struct round *round)
 int main(int argc, char **argv)
 {
 	static const enum round_end held_ends[] = {HELD_VCPU_STOPPED, HELD_VCPU_ENDS,
-						   HELD_EVENT_THREAD_STOPPED};
+						   HELD_EVENT_THREAD_STOPPED,
+						   HELD_VCPU_PAUSE_ABANDONED};
+	const int held_rounds = (int)(sizeof(held_ends) / sizeof(held_ends[0]));
 	struct race race = {.dog = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 	pthread_t dog;
 	int failed = 0;
@@ -575,14 +668,14 @@ int main(int argc, char **argv)
 	int rounds = atoi(argv[4]);
 	pthread_create(&dog, NULL, watchdog_thread, &race.dog);
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < held_rounds; i++) {
 		struct round round = {.number = 1 + i, .end = held_ends[i], .cpus = 1};
 		failed |= held_round(&race, &round);
 	}
 	/* Each end with one and with two vCPUs, in turn. */
 	for (int i = 0; i < rounds; i++) {
 		struct round round = {
-		    .number = 4 + i,
+		    .number = 1 + held_rounds + i,
 		    .end = i % 2 ? END_BY_STOP : END_BY_POWER_OFF,
 		    .cpus = 1 + (unsigned)(i / 2 % 2),
 		};
@@ -592,10 +685,11 @@ int main(int argc, char **argv)
 		printf("pause end race: FAILED (above)\n");
 		return 1;
 	}
-	printf("pause end race: all 3 held rounds and all %d racing rounds ended and every run "
+	printf("pause end race: all %d held rounds and all %d racing rounds ended and every run "
 	       "returned; pauses: %u succeeded, %u gave up with -EINTR as the VM ended (%u of "
-	       "them in the held rounds), %u refused after the end\n",
-	       rounds, race.pauses_ok, race.pauses_interrupted, race.held_interrupted,
-	       race.pauses_refused);
+	       "them in the held rounds), 1 abandoned with -ETIMEDOUT after %lld ms at the held "
+	       "vCPU (the VM running on), %u refused after the end\n",
+	       held_rounds, rounds, race.pauses_ok, race.pauses_interrupted, race.held_interrupted,
+	       race.abandoned_after_ms, race.pauses_refused);
 	return 0;
 }
