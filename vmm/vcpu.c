@@ -12,6 +12,7 @@
 
 #include "../boot/cpu_setup.h"
 #include "../boot/cpuid.h"
+#include "clock.h"
 #include "vm.h"
 
 /* The signal that interrupts KVM_RUN. Its handler does nothing: the point is the EINTR
@@ -414,15 +415,7 @@ void vcpu_kick(struct vcpu *vcpu)
 
 struct timespec vcpu_rekick_deadline(void)
 {
-	struct timespec until;
-
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_nsec += VCPU_REKICK_MS * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	return until;
+	return clock_timespec(clock_now_ns() + VCPU_REKICK_MS * NS_PER_MS);
 }
 
 void vcpu_join(struct vcpu *vcpu)

@@ -335,6 +335,19 @@ static int round_fail(struct round *round, const char *fmt, ...)
 	return 1;
 }
 
+/* Fails the round unless a call that must answer at once answered want_ret, the VM then
+ * in want_state. */
+static int expect_answer(struct round *round, const char *call, int ret, int want_ret,
+			 enum mote_vm_state want_state)
+{
+	enum mote_vm_state state = mote_vm_get_state(round->vm);
+
+	if (ret == want_ret && state == want_state)
+		return 0;
+	return round_fail(round, "%s returned %d (%s), the VM then in state %d: not %d in state %d",
+			  call, ret, strerror(-ret), state, want_ret, want_state);
+}
+
 static int create_vm(struct race *race, struct round *round, const char *command)
 {
 	struct mote_config config;
@@ -542,23 +555,14 @@ static int pause_abandoned_at_held_vcpu(struct race *race, struct round *round)
 	release_held(round);
 	watchdog_arm(&race->dog, PROMPT_LIMIT_S, "round %d: a pause once the held vCPU was let go",
 		     round->number);
-	ret = mote_vm_pause(round->vm);
-	state = mote_vm_get_state(round->vm);
-	if (ret != 0 || state != MOTE_VM_PAUSED)
-		failed = round_fail(round,
-				    "a pause once the held vCPU was let go returned %d (%s), the "
-				    "VM then in state %d: not 0, paused",
-				    ret, strerror(-ret), state);
+	if (expect_answer(round, "a pause once the held vCPU was let go", mote_vm_pause(round->vm),
+			  0, MOTE_VM_PAUSED))
+		failed = 1;
 	else
 		atomic_fetch_add(&round->pauses_ok, 1);
 	watchdog_arm(&race->dog, PROMPT_LIMIT_S, "round %d: resuming the paused VM", round->number);
-	ret = mote_vm_resume(round->vm);
-	state = mote_vm_get_state(round->vm);
-	if (ret != 0 || state != MOTE_VM_RUNNING)
-		failed = round_fail(round,
-				    "the resume returned %d (%s), the VM then in state %d: not 0, "
-				    "running",
-				    ret, strerror(-ret), state);
+	if (expect_answer(round, "the resume", mote_vm_resume(round->vm), 0, MOTE_VM_RUNNING))
+		failed = 1;
 	return failed;
 }
 
