@@ -243,18 +243,17 @@ test_help_and_version() {
 }
 
 test_sigterm_stops_the_vm() {
-	"$MOTE_BIN" run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
-		--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\"" </dev/null >"$WORK/t16.out" 2>"$WORK/t16.err" 3>&- &
-	local pid=$! booted=0
+	mote_start t16 run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
+		--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\""
+	local pid=$mote_pid booted=0
 	for _ in $(seq 1 "$TIMEOUT"); do
-		grep -q "boot complete" "$WORK/t16.out" 2>/dev/null && { booted=1; break; }
+		grep -q "boot complete" "$out" 2>/dev/null && { booted=1; break; }
 		sleep 1
 	done
 	[ $booted -eq 1 ] || fail "the guest did not boot within ${TIMEOUT} s"
 	kill -TERM "$pid"
 	finish "$pid"
 	status=$?
-	err=$WORK/t16.err
 	expect_status 1
 	expect_in "$err" "stopped"
 }

@@ -121,14 +121,22 @@ settle() {
 
 # mote_run NAME ARGS...: runs mote under finish; output in $WORK/NAME.out/.err, exit
 # code in $status.
-mote_run() {
+# mote_start NAME ARGS...: `mote ARGS` in the background, stdin empty, stdout and stderr
+# in $out and $err ($WORK/NAME.out and .err), its pid in $mote_pid for finish().
+mote_start() {
 	local name=$1
 	shift
 	# out and err first: a finish() that fails shows this command's stderr.
 	out="$WORK/$name.out"
 	err="$WORK/$name.err"
 	"$MOTE_BIN" "$@" >"$out" 2>"$err" </dev/null 3>&- &
-	finish $!
+	mote_pid=$!
+}
+
+# mote_run NAME ARGS...: mote_start, then its exit status in $status.
+mote_run() {
+	mote_start "$@"
+	finish "$mote_pid"
 	status=$?
 }
 

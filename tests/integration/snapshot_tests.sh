@@ -56,19 +56,16 @@ snap_vm_start() {
 	local name=$1 api=$2 uds=$3 cmd=$4
 	shift 4
 	rm -f "$api" "$uds"
-	"$MOTE_BIN" run --kernel "$VMLINUX" --mem 256M --cpus "${SNAP_CPUS:-2}" --api-sock "$api" \
+	mote_start "$name" run --kernel "$VMLINUX" --mem 256M --cpus "${SNAP_CPUS:-2}" --api-sock "$api" \
 		--vsock "cid=$SNAP_CID,uds=$uds" \
-		--cmdline "$BASE_CMDLINE ${MOTE_SNAP_CMDLINE_EXTRA:-}mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@" \
-		</dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
-	snap_vm=$!
+		--cmdline "$BASE_CMDLINE ${MOTE_SNAP_CMDLINE_EXTRA:-}mote.agent${cmd:+ mote.run=\"$cmd\"}" "$@"
+	snap_vm=$mote_pid
 }
 
 # snap_restore NAME ARGS...: `mote restore ARGS` in the background as $snap_vm.
 snap_restore() {
-	local name=$1
-	shift
-	"$MOTE_BIN" restore "$@" </dev/null >"$WORK/$name.out" 2>"$WORK/$name.err" 3>&- &
-	snap_vm=$!
+	mote_start "$1" restore "${@:2}"
+	snap_vm=$mote_pid
 }
 
 # snap_ctl NAME ARGS...: a control command (pause, resume, snapshot) against a running
