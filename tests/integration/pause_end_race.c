@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "mote.h"
+#include "test_time.h"
+#include "watchdog.h"
 
 /* From a VM's creation to mote_vm_run()'s return, nested boot included. */
 #define ROUND_LIMIT_S 60
@@ -63,15 +65,6 @@
 /* A stop comes at a random moment up to this long after the round's first pause that
  * succeeded: at another point of the pauser's loop each time. */
 #define STOP_DELAY_MAX_MS 300
-
-/* The deadline of the step at work: a step that outlives it ends the program, naming the
- * step, rather than hang the test run (another thread may be stuck inside libmote). */
-struct watchdog {
-	pthread_mutex_t lock;
-	int64_t deadline_ms; /* 0: none */
-	int seconds;
-	char what[200];
-};
 
 enum round_end {
 	END_BY_POWER_OFF,	   /* the guest powers off on its own, a moment after its line */
@@ -116,63 +109,6 @@ struct race {
 	unsigned pauses_ok, pauses_interrupted, pauses_refused, held_interrupted;
 	long long abandoned_after_ms; /* the held vCPU's pause, from its call to -ETIMEDOUT */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_us(long us)
-{
-	struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-	nanosleep(&ts, NULL);
-}
-
-static void watchdog_arm(struct watchdog *dog, int seconds, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void watchdog_arm(struct watchdog *dog, int seconds, const char *fmt, ...)
-{
-	va_list args;
-
-	pthread_mutex_lock(&dog->lock);
-	va_start(args, fmt);
-	vsnprintf(dog->what, sizeof(dog->what), fmt, args);
-	va_end(args);
-	dog->seconds = seconds;
-	dog->deadline_ms = now_ms() + seconds * 1000;
-	pthread_mutex_unlock(&dog->lock);
-}
-
-static void watchdog_disarm(struct watchdog *dog)
-{
-	pthread_mutex_lock(&dog->lock);
-	dog->deadline_ms = 0;
-	pthread_mutex_unlock(&dog->lock);
-}
-
-static void *watchdog_thread(void *arg)
-{
-	struct watchdog *dog = arg;
-
-	for (;;) {
-		pthread_mutex_lock(&dog->lock);
-		bool expired = dog->deadline_ms && now_ms() >= dog->deadline_ms;
-		if (expired)
-			fprintf(stderr, "pause end race: FAIL: %s: not within %d s\n", dog->what,
-				dog->seconds);
-		pthread_mutex_unlock(&dog->lock);
-		if (expired) {
-			fflush(stdout);
-			_exit(1);
-		}
-		sleep_us(20000);
-	}
-	return NULL;
-}
 
 /* On the held thread: waits until released. A kick (SIGRTMIN, whose handler
  * mote_vm_run() installed) ends the poll with EINTR: a pause parking the vCPUs sends one
@@ -658,8 +594,7 @@ int main(int argc, char **argv)
 						   HELD_EVENT_THREAD_STOPPED,
 						   HELD_VCPU_PAUSE_ABANDONED};
 	const int held_rounds = (int)(sizeof(held_ends) / sizeof(held_ends[0]));
-	struct race race = {.dog = {.lock = PTHREAD_MUTEX_INITIALIZER}};
-	pthread_t dog;
+	struct race race = {0};
 	int failed = 0;
 
 	if (argc != 5 || atoi(argv[4]) < 1) {
@@ -670,7 +605,10 @@ int main(int argc, char **argv)
 	race.initrd = argv[2];
 	race.dir = argv[3];
 	int rounds = atoi(argv[4]);
-	pthread_create(&dog, NULL, watchdog_thread, &race.dog);
+	if (watchdog_start(&race.dog, "pause end race")) {
+		fprintf(stderr, "pause end race: cannot start the watchdog\n");
+		return 1;
+	}
 
 	for (int i = 0; i < held_rounds; i++) {
 		struct round round = {.number = 1 + i, .end = held_ends[i], .cpus = 1};

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "mote.h"
+#include "test_time.h"
 
 #define WAIT_SECONDS 120
 /* How long a VM paused before it ran is watched for output: longer than a guest takes
@@ -82,14 +83,6 @@ static void sleep_ms(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* Waits until the console counted past at_least; false on timeout. */

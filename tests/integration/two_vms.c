@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mote.h"
+#include "test_time.h"
 
 /* How long each of the two guests runs on after its line (seconds): more than their
  * boots, nested included, can differ by. */
@@ -38,14 +39,6 @@ static void log_to_stderr(void *opaque, enum mote_log_level level, const char *m
 {
 	(void)level;
 	fprintf(stderr, "vm %s: %s\n", (const char *)opaque, message);
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void *run_one(void *arg)
