@@ -114,7 +114,10 @@ struct mote_config {
 	struct mote_net nets[MOTE_MAX_NETS];
 	struct mote_vsock vsock;
 	/* Dirty-page tracking (KVM's dirty log plus the pages the monitor writes), which
-	 * diff snapshots need; it costs a little on every first write to a page. */
+	 * diff snapshots need. It starts at the VM's first snapshot (a diff applies on an
+	 * earlier one); from then on KVM maps the guest's memory with 4 KiB pages and
+	 * logs the first write to a page after each snapshot (a fault, unless the CPU logs
+	 * writes itself). */
 	bool track_dirty_pages;
 	/* End the VM at guest-init's boot-complete write to the debug port, as QEMU's
 	 * isa-debug-exit does: for boot-latency measurement, where what comes after the

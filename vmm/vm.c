@@ -354,6 +354,27 @@ static int vm_setup_console(struct mote_vm *vm, const struct mote_config *config
 	return 0;
 }
 
+int vm_set_memory_slots(struct mote_vm *vm)
+{
+	for (unsigned i = 0; i < vm->mem.region_count; i++) {
+		const struct guest_memory_region *r = &vm->mem.regions[i];
+		struct kvm_userspace_memory_region slot = {
+		    .slot = i,
+		    .flags = vm->dirty_logging ? KVM_MEM_LOG_DIRTY_PAGES : 0,
+		    .guest_phys_addr = r->guest_addr,
+		    .memory_size = r->size,
+		    .userspace_addr = (uint64_t)(uintptr_t)r->host,
+		};
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slot) < 0) {
+			int err = -errno;
+			log_error(&vm->log, "KVM_SET_USER_MEMORY_REGION slot %u: %s", i,
+				  strerror(errno));
+			return err;
+		}
+	}
+	return 0;
+}
+
 /* The VM fd, its memory slots and the in-kernel interrupt controllers and timer. */
 static int vm_create_kvm_vm(struct mote_vm *vm)
 {
@@ -375,21 +396,9 @@ static int vm_create_kvm_vm(struct mote_vm *vm)
 		log_error(&vm->log, "KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
 		return -errno;
 	}
-	for (unsigned i = 0; i < vm->mem.region_count; i++) {
-		const struct guest_memory_region *r = &vm->mem.regions[i];
-		struct kvm_userspace_memory_region slot = {
-		    .slot = i,
-		    .flags = vm->track_dirty ? KVM_MEM_LOG_DIRTY_PAGES : 0,
-		    .guest_phys_addr = r->guest_addr,
-		    .memory_size = r->size,
-		    .userspace_addr = (uint64_t)(uintptr_t)r->host,
-		};
-		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slot) < 0) {
-			log_error(&vm->log, "KVM_SET_USER_MEMORY_REGION slot %u: %s", i,
-				  strerror(errno));
-			return -errno;
-		}
-	}
+	int ret = vm_set_memory_slots(vm);
+	if (ret)
+		return ret;
 	if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
 		log_error(&vm->log, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
 		return -errno;
@@ -568,7 +577,7 @@ struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_
 }
 
 /* Starts dirty-page tracking of the monitor's own writes; KVM's side is the slots' flag
- * (vm_create_kvm_vm). */
+ * (vm_create_kvm_vm; vm_snapshot.c turns both on for a booted VM). */
 static int vm_track_dirty(struct mote_vm *vm)
 {
 	int ret = guest_memory_track_dirty(&vm->mem);
@@ -624,7 +633,9 @@ int vm_build(struct mote_vm *vm, const struct mote_config *config, int mem_fd)
 		close(mem_fd); /* an earlier step failed: it is still ours to close */
 	if (!ret)
 		ret = vm_check_address_width(vm, restore);
-	if (!ret && vm->track_dirty)
+	/* Restored, the VM's writes since its snapshot are a diff's from the start. */
+	vm->dirty_logging = vm->track_dirty && restore;
+	if (!ret && vm->dirty_logging)
 		ret = vm_track_dirty(vm);
 	if (!ret)
 		ret = vm_create_kvm_vm(vm);

@@ -86,8 +86,11 @@ struct mote_vm {
 	 * restore, or with defer_disk_commit in mote_vm_run(). */
 	bool disks_uncommitted;
 	bool exit_at_boot; /* end the VM at the guest's boot-complete write */
-	bool track_dirty;  /* KVM dirty log on the memory slots, monitor writes recorded */
-	uint64_t *dirty;   /* pages written since the last snapshot, gathered (vm_snapshot.c) */
+	bool track_dirty;  /* asked for: diff snapshots are to be taken */
+	/* KVM's dirty log is on in the memory slots and the monitor's writes are recorded:
+	 * from a restore on, and from a booted VM's first snapshot (vm_dirty_log_start). */
+	bool dirty_logging;
+	uint64_t *dirty; /* pages written since the last snapshot, gathered (vm_snapshot.c) */
 	/* The id of the snapshot last taken or restored from: a diff applies on it. */
 	bool has_snapshot_id;
 	uint8_t snapshot_id[SNAPSHOT_ID_SIZE];
@@ -96,6 +99,11 @@ struct mote_vm {
 	struct mote_exit exit;
 	int64_t boot_complete_ns;
 };
+
+/* Registers the guest's memory with KVM, a slot per region, with KVM's dirty log on in
+ * each while dirty_logging; again with that changed, it turns the log on (api.rst 4.35:
+ * a slot's flags may change in place). 0 or -errno, logged. */
+int vm_set_memory_slots(struct mote_vm *vm);
 
 /* A VM with nothing built yet: every fd -1, locks ready, cpus vCPUs to come. NULL
  * without memory. */
