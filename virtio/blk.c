@@ -313,8 +313,8 @@ static void blk_queue_notify(struct vdev *dev, uint16_t q)
  * writes 0 to the status and goes on without reading it back, so the reset must be
  * done when that write returns (§2.4.1: the device MUST NOT touch the rings after a
  * reset). The wait is bounded by VIRTIO_BLK_BUSY_BYTES_MAX of I/O, a flush, and a
- * pause before a retry (blk_request.c) — or, where waiting on the ring fails for good,
- * by giving the ring up (blk_ring.h). */
+ * pause before a retry (blk_request.c) — or, where the image stops answering or
+ * waiting on the ring fails for good, by giving the ring up (blk_ring.h). */
 static void blk_reset(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;

@@ -184,14 +184,27 @@ static void ring_watch(struct blk_ring *ring, int err,
 void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk_request *req),
 		    void *opaque)
 {
+	int64_t stall_ns = (int64_t)ring->stall_ms * NS_PER_MS;
+
 	if (ring->lost) {
 		blk_ring_drop_late(ring);
 		return;
 	}
-	while (ring->disk->in_flight > 0) {
+	/* Each completion starts the stall bound anew: slow storage that answers is
+	 * waited for. */
+	for (int64_t deadline = clock_deadline_in(stall_ns); ring->disk->in_flight > 0;
+	     deadline = clock_deadline_in(stall_ns)) {
 		struct io_uring_cqe *cqe;
 
-		int err = ring_wait(ring, &cqe, CLOCK_FOREVER);
+		int err = ring_wait(ring, &cqe, deadline);
+		if (err == -ETIMEDOUT) {
+			char why[96];
+			snprintf(why, sizeof(why),
+				 "no completion for %u ms: its image does not answer",
+				 ring->stall_ms);
+			ring_give_up(ring, why);
+			return;
+		}
 		if (err < 0) {
 			ring_watch(ring, err, drop, opaque);
 			return;

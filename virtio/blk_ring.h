@@ -15,9 +15,12 @@
  * disk stays out of service for the rest of the VM's life (blk.c). The library never
  * ends the process over it: it is embedded in others. Waiting fails for good only on a
  * ring that is not sound: a bug elsewhere closed its descriptor, or the kernel ran out
- * of memory. On a sound ring, a file that stops answering holds a reset's or a destroy's
- * wait up for as long as it does: the stall bound counts only once waiting failed. A
- * pause's wait has a deadline (blk_ring_wait), after which the pause is abandoned.
+ * of memory. On a sound ring, the ring is given up the same way when the image stops
+ * answering (a hung network file system, a suspended device-mapper device): no
+ * completion for BLK_RING_STALL_MS, each completion starting the bound anew, so that a
+ * reset on a vCPU and a destroy return (slow storage that answers is waited for). A
+ * pause's wait has a deadline of its own (blk_ring_wait), after which the pause is
+ * abandoned and the ring kept: the I/O may still complete while the VM runs.
  *
  * No locking here: the caller holds the device's lock, or no other thread uses the
  * device any more (a destroy). */
@@ -32,10 +35,10 @@
 #include "../vmm/log.h"
 #include "blk_request.h"
 
-/* How long a drain that can no longer wait on the ring watches it for the next
- * completion before it gives the ring up: Linux's default timeout of a block request
- * (/sys/block/DEV/queue/io_timeout, 30 s), after which a disk's own I/O is considered
- * lost. */
+/* How long a drain (a reset, a destroy) waits for the next completion, on the ring or,
+ * when it can no longer wait on the ring, by watching it, before it gives the ring up:
+ * Linux's default timeout of a block request (/sys/block/DEV/queue/io_timeout, 30 s),
+ * after which a disk's own I/O is considered lost. */
 #define BLK_RING_STALL_MS 30000
 
 struct blk_ring {
@@ -65,7 +68,8 @@ int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t dead
 /* Reaps every completion the disk owes, marks each seen and hands its request to
  * drop(opaque, req), which ends it unanswered: after a reset the device must not touch
  * the rings (virtio 1.2 §2.4), at a destroy there are none. Returns once the disk owes
- * nothing, or once the ring is lost (given up here, with one error logged, or before). */
+ * nothing, or once the ring is lost (given up here, with one error logged, or before):
+ * at most stall_ms after the last completion. */
 void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk_request *req),
 		    void *opaque);
 

@@ -368,7 +368,10 @@ MOTE_API int mote_memory_merge(const struct mote_memory_merge_params *params);
 
 /* Releases everything; vm may be NULL. Not while mote_vm_run() runs for vm in another
  * thread (it would use what is freed): call mote_vm_stop() and destroy once run has
- * returned, as with free() of anything another thread still uses. */
+ * returned, as with free() of anything another thread still uses. It waits for the
+ * disks' I/O in flight; a disk whose image stopped answering (no completion for 30 s) is
+ * given up instead, its guest memory left mapped until the process ends (the kernel
+ * may still write into it), and destroy returns. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
 
 MOTE_API const char *mote_version(void);

@@ -11,7 +11,9 @@
  * only SQEs the kernel never took), it gives the ring up rather than end the process
  * (blk_ring.h): the reset or destroy returns, the guest memory is kept mapped, the ring
  * is never entered again, a late completion answers nothing, and the disk stays out of
- * service. The test driver is blk_driver.h. */
+ * service. So does a sound ring whose image stops answering (a read held on the pipe
+ * past the stall bound): a reset or a destroy waits that long, not for good. The test
+ * driver is blk_driver.h. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,6 +41,10 @@
 /* The stall bound of a disk in the tests that give its ring up for want of completions:
  * short, so that the test is quick, and the read it holds stays held that long. */
 #define STALL_MS 100
+/* The slow-storage test's: its reads land SLOW_GAP_MS apart, well within SLOW_STALL_MS
+ * each, and together well past it. */
+#define SLOW_STALL_MS 1000
+#define SLOW_GAP_MS 700
 #define UNTOUCHED 0xee /* a request's data buffer until the device reads into it */
 #define NO_STATUS 0xff /* a status byte until the device answers */
 #define RING_LINK "anon_inode:[io_uring]"
@@ -287,6 +293,93 @@ static void destroy_with_a_read_that_never_completes_gives_the_ring_up(void **st
 	assert_non_null(strstr(f->log_text, why));
 }
 
+/* A read held on the pipe for good, on a sound ring: the image does not answer. */
+static struct req read_that_never_lands(struct fixture *f, int pipe_fds[2])
+{
+	attach_with_a_short_stall(f);
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	return r;
+}
+
+/* Given up after STALL_MS without a completion (not before), naming why. */
+static void assert_gave_up_after_the_stall(struct fixture *f, struct req r, int64_t start_ns)
+{
+	char why[96];
+
+	assert_true(clock_now_ns() - start_ns >= STALL_MS * NS_PER_MS);
+	assert_untouched(f, r);
+	assert_true(f->mem.keep_mapped);
+	assert_gave_up_logged(f, 1);
+	snprintf(why, sizeof(why), "no completion for %d ms: its image does not answer", STALL_MS);
+	assert_non_null(strstr(f->log_text, why));
+}
+
+static void reset_gives_a_sound_ring_up_when_its_image_stops_answering(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+
+	struct req r = read_that_never_lands(f, pipe_fds);
+	int64_t start_ns = clock_now_ns();
+	reset_dev(f->dev);
+	assert_gave_up_after_the_stall(f, r, start_ns);
+	assert_int_equal(activate_dev(f->dev), -EIO);
+	close(pipe_fds[1]);
+}
+
+static void destroy_gives_a_sound_ring_up_when_its_image_stops_answering(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+
+	struct req r = read_that_never_lands(f, pipe_fds);
+	int64_t start_ns = clock_now_ns();
+	detach(f);
+	assert_gave_up_after_the_stall(f, r, start_ns);
+	close(pipe_fds[1]);
+}
+
+/* The pipe's writer for the slow-storage test: a sector every SLOW_GAP_MS, twice. */
+static void *release_two_reads_slowly(void *arg)
+{
+	for (int i = 0; i < 2; i++)
+		release_held_read_after(*(int *)arg, SLOW_GAP_MS);
+	return NULL;
+}
+
+/* Slow storage that answers is waited for: two reads that land SLOW_GAP_MS apart, each
+ * within the stall bound and both together past it, land before the reset returns (each
+ * completion starts the bound anew), and the ring is kept. */
+static void reset_waits_for_slow_storage_that_answers(void **state)
+{
+	struct fixture *f = *state;
+	int pipe_fds[2];
+	pthread_t releaser;
+	uint8_t seen[2][SECTOR];
+
+	detach(f);
+	attach_options(f, &(struct virtio_blk_options){.ring_stall_ms = SLOW_STALL_MS}, false);
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req r[2];
+	for (int i = 0; i < 2; i++)
+		r[i] = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	assert_int_equal(pthread_create(&releaser, NULL, release_two_reads_slowly, &pipe_fds[1]),
+			 0);
+	reset_dev(f->dev);
+	for (int i = 0; i < 2; i++)
+		memcpy(seen[i], guest(f, r[i].data, SECTOR), SECTOR);
+	pthread_join(releaser, NULL);
+	close(pipe_fds[1]);
+	for (int i = 0; i < 2; i++)
+		assert_landed_unanswered(f, r[i], seen[i]);
+	assert_false(f->mem.keep_mapped);
+	assert_null(strstr(f->log_text, "gave up"));
+	assert_int_equal(activate_dev(f->dev), 0);
+}
+
 /* A read held on a pipe, on a disk that gives its ring up after STALL_MS; once a reset
  * did, the read's data is written into the pipe, and the kernel carries it out: on
  * return, the data landed in the guest's buffer and its completion is on the ring. */
@@ -455,6 +548,9 @@ int main(void)
 	    TEST(a_ring_given_up_is_never_entered_again_though_it_could_be),
 	    TEST(a_disk_whose_ring_was_given_up_refuses_a_snapshot),
 	    TEST(a_pause_fails_when_a_read_stalls_and_leaves_it_to_land_later),
+	    TEST(reset_gives_a_sound_ring_up_when_its_image_stops_answering),
+	    TEST(destroy_gives_a_sound_ring_up_when_its_image_stops_answering),
+	    TEST(reset_waits_for_slow_storage_that_answers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
