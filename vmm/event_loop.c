@@ -236,7 +236,11 @@ void event_loop_stop(struct event_loop *loop)
 	if (!loop->thread_started)
 		return;
 	event_loop_tell(loop, EVENT_LOOP_END);
-	pthread_join(loop->thread, NULL);
+	pthread_mutex_lock(&loop->lock);
+	while (!loop->exited)
+		pthread_cond_wait(&loop->changed, &loop->lock);
+	pthread_mutex_unlock(&loop->lock);
+	vm_thread_join_returned(loop->thread, loop->log, "the device thread");
 	loop->thread_started = false;
 }
 

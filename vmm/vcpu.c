@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -422,12 +423,23 @@ void vcpu_join(struct vcpu *vcpu)
 {
 	if (!vcpu->thread_started)
 		return;
+	/* Kicked until it has returned from its function (it clears kickable last). */
 	for (;;) {
-		struct timespec until = vcpu_rekick_deadline();
-		if (pthread_clockjoin_np(vcpu->thread, NULL, CLOCK_MONOTONIC, &until) == 0)
+		pthread_mutex_lock(&vcpu->kick_lock);
+		bool returned = !vcpu->kickable;
+		pthread_mutex_unlock(&vcpu->kick_lock);
+		if (returned)
 			break;
+		struct timespec until = vcpu_rekick_deadline();
+		if (pthread_clockjoin_np(vcpu->thread, NULL, CLOCK_MONOTONIC, &until) == 0) {
+			vcpu->thread_started = false;
+			return;
+		}
 		vcpu_kick(vcpu);
 	}
+	char name[32];
+	snprintf(name, sizeof(name), "vCPU %u", vcpu->index);
+	vm_thread_join_returned(vcpu->thread, &vcpu->vm->log, name);
 	vcpu->thread_started = false;
 }
 

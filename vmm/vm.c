@@ -40,6 +40,24 @@ int vm_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
 	return err;
 }
 
+/* How long a thread's end may be held by the kernel finishing its I/O: Linux's default
+ * timeout of a block request, as for the disks' own waits (blk_ring.h). */
+#define VM_THREAD_END_WAIT_MS 30000
+
+void vm_thread_join_returned(pthread_t thread, const struct mote_log *log, const char *name)
+{
+	struct timespec until =
+	    clock_timespec(clock_deadline_in(VM_THREAD_END_WAIT_MS * NS_PER_MS));
+
+	if (pthread_clockjoin_np(thread, NULL, CLOCK_MONOTONIC, &until) == 0)
+		return;
+	pthread_detach(thread);
+	log_error(log,
+		  "%s: its end is held by the host kernel, which first finishes the disk I/O it "
+		  "started (an image that does not answer): left to end on its own",
+		  name);
+}
+
 void mote_config_init(struct mote_config *config)
 {
 	memset(config, 0, sizeof(*config));

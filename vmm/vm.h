@@ -153,4 +153,11 @@ int vm_resume_locked(struct mote_vm *vm);
  * mote's threads need a few KiB (ASan builds: more, still far below 2 MiB). */
 int vm_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
 
+/* Joins a monitor thread that has returned from its function (it said so last). Its end
+ * can still be held by the host kernel, which first finishes the io_uring requests the
+ * thread submitted and carries out on workers of the thread's own (a buffered read of a
+ * disk image that does not answer): after VM_THREAD_END_WAIT_MS the thread is detached,
+ * to end whenever the kernel lets it, and that is logged, naming it. */
+void vm_thread_join_returned(pthread_t thread, const struct mote_log *log, const char *name);
+
 #endif

@@ -290,27 +290,37 @@ test_an_overlay_in_use_by_another_vm_is_refused() {
 # dmsetup without udev (the outer guest runs none): it makes the device nodes itself.
 dm() { DM_DISABLE_UDEV=1 dmsetup "$@"; }
 
-# A pause that a disk's I/O holds is abandoned after 30 s, and the VM runs on. The data
-# disk is a device-mapper device of zeros, which the host suspends once the guest is up:
-# the guest's next read of it then waits in dm until the device is resumed. Its 4 KiB at
-# 32 MiB are read with O_DIRECT (not from the guest's cache), and nothing read them before
-# (the boot's partition scan reads the disk's start and end), so the host's cache cannot
-# answer either. The pause fails naming the disk's I/O, the VM still runs, the read lands
-# once the device is resumed, and then (in the 10 s the guest waits on) a pause succeeds.
-# The device is suspended before the guest reads: a read already under way would finish.
-test_a_pause_held_by_a_disk_that_does_not_answer_is_abandoned_and_the_vm_runs_on() {
-	local dev=mote-hang-$$ api=$WORK/b16.api ctl=$WORK/b16.ctl pid state
+# hanging_disk_vm NAME DEV AFTER [mote args...]: a VM whose data disk is a
+# device-mapper device DEV of zeros, made here, which the host can suspend once the
+# guest is up: the guest's next read of it then waits in dm until the device is
+# resumed. The guest says "ready", 5 s later "reading" and reads the 4 KiB at 32 MiB
+# with O_DIRECT (not from the guest's cache; nothing read them before, the boot's
+# partition scan reads the disk's start and end, so the host's cache cannot answer
+# either), then says "read-done" and runs AFTER. Its pid is $mote_pid; it returns 1
+# when dm cannot make the device (the test failed).
+hanging_disk_vm() {
+	local name=$1 dev=$2 after=$3
+	shift 3
 	command -v dmsetup >/dev/null || {
 		fail "dmsetup missing: run tools/setup.sh"
-		return
+		return 1
 	}
 	dm create "$dev" --table "0 131072 zero" || {
 		fail "dmsetup create failed (is dm_mod loaded? tools/kvm-run.sh loads it)"
-		return
+		return 1
 	}
-	mote_start b16 run --kernel "$VMLINUX" --mem 128M --api-sock "$api" --disk "path=$ROOT_IMG,ro,root" \
+	mote_start "$name" run --kernel "$VMLINUX" --mem 128M --disk "path=$ROOT_IMG,ro,root" \
 		--disk "path=/dev/mapper/$dev,ro" --cmdline "$BASE_CMDLINE \
-mote.run=\"echo ready && sleep 5 && echo reading && dd if=/dev/vdb of=/dev/null bs=4096 count=1 skip=8192 iflag=direct && echo read-done && sleep 10\""
+mote.run=\"echo ready && sleep 5 && echo reading && dd if=/dev/vdb of=/dev/null bs=4096 count=1 skip=8192 iflag=direct && echo read-done && $after\"" "$@"
+}
+
+# A pause that a disk's I/O holds is abandoned after 30 s, and the VM runs on. The disk
+# is suspended once the guest is up, before it reads (a read already under way would
+# finish). The pause fails naming the disk's I/O, the VM still runs, the read lands
+# once the device is resumed, and then (in the 10 s the guest waits on) a pause succeeds.
+test_a_pause_held_by_a_disk_that_does_not_answer_is_abandoned_and_the_vm_runs_on() {
+	local dev=mote-hang-$$ api=$WORK/b16.api ctl=$WORK/b16.ctl pid state
+	hanging_disk_vm b16 "$dev" "sleep 10" --api-sock "$api" || return
 	pid=$mote_pid
 	if await_text ready "$out" "$pid"; then
 		dm suspend "$dev"
@@ -341,5 +351,33 @@ mote.run=\"echo ready && sleep 5 && echo reading && dd if=/dev/vdb of=/dev/null 
 	status=$?
 	expect_status 0
 	expect_guest_status 0
+	dm remove --retry "$dev" || fail "dmsetup remove $dev failed"
+}
+
+# The end of a VM whose disk does not answer: stopped (SIGTERM) while the guest's read
+# waits in the suspended device, mote gives the disk up rather than wait for the device
+# (as it did before), and says so: after 30 s for the device thread, whose end the
+# kernel holds until the read it submitted is done, and 30 s more for the disk itself.
+# Resumed, the device lets the process end (a process ends once all its threads have).
+test_the_end_of_a_vm_gives_up_a_disk_that_does_not_answer() {
+	local dev=mote-hang-end-$$ pid
+	hanging_disk_vm b17 "$dev" "sleep 1000" || return
+	pid=$mote_pid
+	if await_text ready "$out" "$pid"; then
+		dm suspend "$dev"
+		await_text reading "$out" "$pid" && sleep 2
+		kill -TERM "$pid"
+		await_text "gave up 1 requests" "$err" "$pid" ||
+			fail "no disk given up at the VM's end: $(tail -3 "$err" | tr '\n' '|')"
+		expect_in "$err" "no completion for 30000 ms: its image does not answer"
+		grep -q read-done "$out" && fail "the guest's read was not held"
+	else
+		fail "the guest never said it was ready: $(tail -3 "$out" | tr '\n' '|')"
+	fi
+	dm resume "$dev" 2>/dev/null
+	finish "$pid"
+	status=$?
+	expect_status 1
+	expect_in "$err" "stopped"
 	dm remove --retry "$dev" || fail "dmsetup remove $dev failed"
 }
