@@ -227,7 +227,7 @@ static void blk_drop_request(void *opaque, struct blk_request *req)
 
 /* Ends every request unanswered, once the kernel owes nothing for them any more, or once
  * the ring is given up (blk_ring.h): a request's I/O goes into guest buffers. */
-static void blk_drain(struct virtio_blk *blk)
+static void blk_drain(struct virtio_blk *blk, bool give_up_on_stall)
 {
 	/* Writes that wait for others (blk_request.waiting) have no I/O: they end here,
 	 * with the writes they wait for. */
@@ -236,7 +236,7 @@ static void blk_drain(struct virtio_blk *blk)
 		if (req->waiting)
 			blk_drop_request(blk, req);
 	}
-	blk_ring_drain(&blk->ring, blk_drop_request, blk);
+	blk_ring_drain(&blk->ring, give_up_on_stall, blk_drop_request, blk);
 }
 
 static uint64_t blk_features(struct vdev *dev)
@@ -313,13 +313,13 @@ static void blk_queue_notify(struct vdev *dev, uint16_t q)
  * writes 0 to the status and goes on without reading it back, so the reset must be
  * done when that write returns (§2.4.1: the device MUST NOT touch the rings after a
  * reset). The wait is bounded by VIRTIO_BLK_BUSY_BYTES_MAX of I/O, a flush, and a
- * pause before a retry (blk_request.c) — or, where the image stops answering or
- * waiting on the ring fails for good, by giving the ring up (blk_ring.h). */
+ * pause before a retry (blk_request.c) — or, where waiting on the ring fails for good,
+ * by giving the ring up (blk_ring.h); an image that stops answering holds it up. */
 static void blk_reset(struct vdev *dev)
 {
 	struct virtio_blk *blk = dev->impl;
 
-	blk_drain(blk);
+	blk_drain(blk, false);
 	virtq_reset(blk_queue(blk));
 	blk->broken = false;
 	blk->room_wanted = false;
@@ -595,7 +595,9 @@ void virtio_blk_destroy(struct virtio_blk *blk)
 {
 	if (!blk)
 		return;
-	blk_drain(blk);
+	/* Nothing of the guest's runs any more: an image that stopped answering is given
+	 * up after the stall bound (blk_ring.h), its guest memory kept mapped. */
+	blk_drain(blk, true);
 	pthread_mutex_destroy(&blk->dev.lock);
 	blk_free(blk);
 }

@@ -181,8 +181,8 @@ static void ring_watch(struct blk_ring *ring, int err,
 	}
 }
 
-void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk_request *req),
-		    void *opaque)
+void blk_ring_drain(struct blk_ring *ring, bool give_up_on_stall,
+		    void (*drop)(void *opaque, struct blk_request *req), void *opaque)
 {
 	int64_t stall_ns = (int64_t)ring->stall_ms * NS_PER_MS;
 
@@ -190,13 +190,16 @@ void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk
 		blk_ring_drop_late(ring);
 		return;
 	}
-	/* Each completion starts the stall bound anew: slow storage that answers is
-	 * waited for. */
-	for (int64_t deadline = clock_deadline_in(stall_ns); ring->disk->in_flight > 0;
-	     deadline = clock_deadline_in(stall_ns)) {
+	while (ring->disk->in_flight > 0) {
 		struct io_uring_cqe *cqe;
+		/* Each completion starts the stall bound anew: slow storage that answers is
+		 * waited for. */
+		int64_t deadline = give_up_on_stall ? clock_deadline_in(stall_ns) : CLOCK_FOREVER;
 
 		int err = ring_wait(ring, &cqe, deadline);
+		/* One posted as the deadline came is taken, not given up. */
+		if (err == -ETIMEDOUT && io_uring_peek_cqe(&ring->disk->ring, &cqe) == 0)
+			err = 0;
 		if (err == -ETIMEDOUT) {
 			char why[96];
 			snprintf(why, sizeof(why),

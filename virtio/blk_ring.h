@@ -15,12 +15,15 @@
  * disk stays out of service for the rest of the VM's life (blk.c). The library never
  * ends the process over it: it is embedded in others. Waiting fails for good only on a
  * ring that is not sound: a bug elsewhere closed its descriptor, or the kernel ran out
- * of memory. On a sound ring, the ring is given up the same way when the image stops
+ * of memory. At a destroy, a sound ring is given up the same way when the image stops
  * answering (a hung network file system, a suspended device-mapper device): no
- * completion for BLK_RING_STALL_MS, each completion starting the bound anew, so that a
- * reset on a vCPU and a destroy return (slow storage that answers is waited for). A
- * pause's wait has a deadline of its own (blk_ring_wait), after which the pause is
- * abandoned and the ring kept: the I/O may still complete while the VM runs.
+ * completion for BLK_RING_STALL_MS, each completion starting the bound anew (slow
+ * storage that answers is waited for), so that the destroy returns; nothing of the
+ * guest's runs any more. A guest's reset waits on a sound ring for as long as the file
+ * does: a read landing after it would write into buffers the driver has taken back,
+ * and a write send the image what the guest put there since. A pause's wait has a
+ * deadline of its own (blk_ring_wait), after which the pause is abandoned and the ring
+ * kept: the I/O may still complete while the VM runs.
  *
  * No locking here: the caller holds the device's lock, or no other thread uses the
  * device any more (a destroy). */
@@ -68,10 +71,10 @@ int blk_ring_wait(struct blk_ring *ring, struct io_uring_cqe **cqe, int64_t dead
 /* Reaps every completion the disk owes, marks each seen and hands its request to
  * drop(opaque, req), which ends it unanswered: after a reset the device must not touch
  * the rings (virtio 1.2 §2.4), at a destroy there are none. Returns once the disk owes
- * nothing, or once the ring is lost (given up here, with one error logged, or before):
- * at most stall_ms after the last completion. */
-void blk_ring_drain(struct blk_ring *ring, void (*drop)(void *opaque, struct blk_request *req),
-		    void *opaque);
+ * nothing, or once the ring is lost (given up here, with one error logged, or before);
+ * with give_up_on_stall, at most stall_ms after the last completion. */
+void blk_ring_drain(struct blk_ring *ring, bool give_up_on_stall,
+		    void (*drop)(void *opaque, struct blk_request *req), void *opaque);
 
 /* The completions that still arrive on a lost ring: each is marked seen unread, and its
  * request left as it was given up (its buffers went back to the driver). */

@@ -39,12 +39,14 @@ struct event_loop {
 	struct event_source sources[EVENT_LOOP_MAX_SOURCES];
 	pthread_t thread;
 	bool thread_started;
-	/* lock guards want and parked; changed signals either. */
+	/* lock guards want, parked and exited; changed signals each. */
 	pthread_mutex_t lock;
 	pthread_cond_t changed;
 	enum event_loop_want want;
 	bool parked;
-	bool exited;		    /* the thread ended on its own (an epoll_wait failure) */
+	/* The thread returned from its function: told to end, or on its own (an
+	 * epoll_wait failure). */
+	bool exited;
 	bool sync_ready;	    /* lock and changed initialised */
 	const struct mote_log *log; /* for the thread's own failure; NULL: silent */
 };
@@ -98,7 +100,10 @@ void event_loop_pause(struct event_loop *loop);
 void event_loop_ask_park(struct event_loop *loop);
 int event_loop_wait_parked(struct event_loop *loop, int64_t deadline_ns);
 
-/* Ends and joins the thread, parked or not (no-op when it was not started). */
+/* Ends the thread, parked or not, and joins it once it returned: a thread whose end the
+ * kernel still holds 30 s later (vm_thread_join_returned) is left to end on its own.
+ * No-op when it was not started. A thread held in a handler (an overlay's copy-up from
+ * a file that stopped answering) holds this up as long. */
 void event_loop_stop(struct event_loop *loop);
 
 /* Stops the loop and closes its own fds (not the watched ones). */

@@ -371,9 +371,11 @@ MOTE_API int mote_memory_merge(const struct mote_memory_merge_params *params);
  * returned, as with free() of anything another thread still uses. It waits for the
  * disks' I/O in flight; a disk whose image stopped answering (no completion for 30 s) is
  * given up instead, its guest memory left mapped until the process ends (the kernel
- * may still write into it), and destroy returns. (So does mote_vm_run(), which waits
- * 30 s at most for a thread of the VM whose end the kernel holds until such I/O is
- * done, and leaves it to end on its own.) */
+ * may still write into it), and destroy returns. mote_vm_run() waits 30 s for each
+ * thread of the VM whose end the kernel holds until such I/O is done, then leaves it to
+ * end on its own. Not bounded: a guest's reset of such a disk, on its vCPU (the driver
+ * takes its buffers back once the reset returns), and the device thread copying an
+ * overlay's cluster up from such a file; the VM's end waits for either. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
 
 MOTE_API const char *mote_version(void);

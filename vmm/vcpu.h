@@ -47,7 +47,9 @@ void vcpu_kick(struct vcpu *vcpu);
  * (vm->pause_cond waits on that clock). */
 struct timespec vcpu_rekick_deadline(void);
 
-/* Waits for the vCPU's thread to end, kicking it again every VCPU_REKICK_MS. */
+/* Waits for the vCPU's thread to return, kicking it again every VCPU_REKICK_MS, and
+ * joins it: one whose end the kernel still holds 30 s later (vm_thread_join_returned)
+ * is left to end on its own. */
 void vcpu_join(struct vcpu *vcpu);
 void vcpu_destroy(struct vcpu *vcpu);
 

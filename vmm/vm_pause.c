@@ -14,9 +14,8 @@
  * abandoned and the VM runs on: Linux's default timeout of a block request
  * (/sys/block/DEV/queue/io_timeout, 30 s), after which a disk's own I/O counts as lost.
  * Only a host file that stops answering (a hung network file system) takes that long:
- * its I/O in flight holds the devices, a vCPU resetting such a disk waits for it (as
- * long, then the disk is given up: blk_ring.h), and the event thread copying an
- * overlay's cluster up from such an image. */
+ * its I/O in flight holds the devices, a vCPU resetting such a disk waits for it, and
+ * the event thread copying an overlay's cluster up from such an image. */
 #define VM_PAUSE_WAIT_MS 30000
 
 bool vm_pause_requested(struct mote_vm *vm)
