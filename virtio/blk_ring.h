@@ -38,10 +38,11 @@
 #include "../vmm/log.h"
 #include "blk_request.h"
 
-/* How long a drain (a reset, a destroy) waits for the next completion, on the ring or,
- * when it can no longer wait on the ring, by watching it, before it gives the ring up:
- * Linux's default timeout of a block request (/sys/block/DEV/queue/io_timeout, 30 s),
- * after which a disk's own I/O is considered lost. */
+/* How long a drain gives the next completion before it gives the ring up: a destroy's,
+ * waiting on the ring; a reset's or a destroy's that can no longer wait on the ring and
+ * watches it. Linux's default timeout of a block request
+ * (/sys/block/DEV/queue/io_timeout, 30 s), after which a disk's own I/O is considered
+ * lost. */
 #define BLK_RING_STALL_MS 30000
 
 struct blk_ring {
