@@ -594,9 +594,7 @@ struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_
 	return vm;
 }
 
-/* Starts dirty-page tracking of the monitor's own writes; KVM's side is the slots' flag
- * (vm_create_kvm_vm; vm_snapshot.c turns both on for a booted VM). */
-static int vm_track_dirty(struct mote_vm *vm)
+int vm_track_dirty(struct mote_vm *vm)
 {
 	int ret = guest_memory_track_dirty(&vm->mem);
 

@@ -105,6 +105,11 @@ struct mote_vm {
  * a slot's flags may change in place). 0 or -errno, logged. */
 int vm_set_memory_slots(struct mote_vm *vm);
 
+/* Starts dirty-page tracking of the monitor's own writes; KVM's side is the slots' flag
+ * (vm_set_memory_slots). For a restored VM at its build, for a booted one at its first
+ * snapshot (vm_snapshot.c). 0 or -ENOMEM, logged. */
+int vm_track_dirty(struct mote_vm *vm);
+
 /* A VM with nothing built yet: every fd -1, locks ready, cpus vCPUs to come. NULL
  * without memory. */
 struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_ns);

@@ -107,11 +107,9 @@ static int vm_dirty_log_start(struct mote_vm *vm)
 {
 	if (!vm->track_dirty || vm->dirty_logging)
 		return 0;
-	int ret = guest_memory_track_dirty(&vm->mem);
-	if (ret) {
-		log_error(&vm->log, "dirty-page tracking: %s", strerror(-ret));
+	int ret = vm_track_dirty(vm);
+	if (ret)
 		return ret;
-	}
 	vm->dirty_logging = true;
 	ret = vm_set_memory_slots(vm);
 	/* Slots left with the log on before one that refused it are not read: this

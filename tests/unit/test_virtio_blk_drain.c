@@ -201,11 +201,11 @@ static void destroy_returns_only_after_the_read_in_flight_landed_though_waits_fa
 	assert_landed_unanswered(f, r, seen);
 }
 
-/* The disk again, with its stall bound at STALL_MS. */
-static void attach_with_a_short_stall(struct fixture *f)
+/* The disk again, with its stall bound at stall_ms. */
+static void attach_with_stall(struct fixture *f, unsigned stall_ms)
 {
 	detach(f);
-	attach_options(f, &(struct virtio_blk_options){.ring_stall_ms = STALL_MS}, false);
+	attach_options(f, &(struct virtio_blk_options){.ring_stall_ms = stall_ms}, false);
 }
 
 /* A read whose SQE the kernel never took, on a ring that cannot be entered any more,
@@ -279,7 +279,7 @@ static void destroy_with_a_read_that_never_completes_gives_the_ring_up(void **st
 	struct fixture *f = *state;
 	int pipe_fds[2];
 
-	attach_with_a_short_stall(f);
+	attach_with_stall(f, STALL_MS);
 	hold_reads_on_a_pipe(f, pipe_fds);
 	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
 	notify_dev(f->dev);
@@ -297,7 +297,7 @@ static void destroy_with_a_read_that_never_completes_gives_the_ring_up(void **st
 /* A read held on the pipe for good, on a sound ring: the image does not answer. */
 static struct req read_that_never_lands(struct fixture *f, int pipe_fds[2])
 {
-	attach_with_a_short_stall(f);
+	attach_with_stall(f, STALL_MS);
 	hold_reads_on_a_pipe(f, pipe_fds);
 	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
 	notify_dev(f->dev);
@@ -368,8 +368,7 @@ static void destroy_waits_for_slow_storage_that_answers(void **state)
 	pthread_t releaser;
 	uint8_t seen[2][SECTOR];
 
-	detach(f);
-	attach_options(f, &(struct virtio_blk_options){.ring_stall_ms = SLOW_STALL_MS}, false);
+	attach_with_stall(f, SLOW_STALL_MS);
 	hold_reads_on_a_pipe(f, pipe_fds);
 	struct req r[2];
 	for (int i = 0; i < 2; i++)
@@ -396,7 +395,7 @@ static struct req land_a_read_after_its_ring_was_given_up(struct fixture *f)
 	int pipe_fds[2];
 	uint8_t data[SECTOR];
 
-	attach_with_a_short_stall(f);
+	attach_with_stall(f, STALL_MS);
 	hold_reads_on_a_pipe(f, pipe_fds);
 	struct req r = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
 	notify_dev(f->dev);
