@@ -91,9 +91,12 @@ test_ctrl_alt_del_signal_reboots_after_a_sync() {
 # guest's keyboard driver reads them, its keymap's Boot key has the kernel send SIGINT to
 # PID 1, and mote-init reboots after a sync. Nothing synced the file. Without the keys
 # reaching the guest, the command ends after its sleep and the guest powers off instead.
-# The keys are sent once the AT keyboard driver has bound the i8042's port, which the
-# kernel's serio thread does in the background, maybe after init started (keys before
-# are dropped: once, in a loaded outer guest, the guest powered off).
+# The keys are sent once the keyboard's input device has the console's keyboard handler
+# ("kbd" in /proc/bus/input/devices), which the kernel's serio thread attaches in the
+# background, maybe after init started; keys before are dropped. Waiting for the
+# driver's link in sysfs was not enough: the driver core makes it before the driver's
+# probe runs (really_probe(), drivers/base/dd.c), and twice in a loaded outer guest the
+# keys came in between and the guest powered off.
 test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
 	local root pid reply api=$WORK/b2e.api
 	local body='{"action_type":"SendCtrlAltDel"}'
@@ -104,7 +107,7 @@ test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
 	root=$(root_copy sendcad)
 	mote_start b2e run --kernel "$MOTE_KEYBOARD_KERNEL_DIR/vmlinux" --mem 128M --api-sock "$api" \
 		--disk "path=$root,root" --cmdline "$BASE_CMDLINE i8042.noaux i8042.nomux i8042.dumbkbd \
-mote.run=\"echo unsynced >/root/cad && until [ -e /sys/bus/serio/drivers/atkbd/serio0 ]; do sleep 0.1; done && echo written && sleep 30\""
+mote.run=\"echo unsynced >/root/cad && until grep -q 'Handlers=.*kbd' /proc/bus/input/devices; do sleep 0.1; done && echo written && sleep 30\""
 	pid=$mote_pid
 	await_text written "$out" "$pid" || fail "the guest never wrote its file and bound its keyboard"
 	reply=$(printf 'PUT /actions HTTP/1.1\r\nHost: mote\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
