@@ -189,7 +189,8 @@ int event_loop_start(struct event_loop *loop)
 	if (loop->thread_started) {
 		if (!event_loop_tell(loop, EVENT_LOOP_RUN))
 			return 0;
-		pthread_join(loop->thread, NULL);
+		/* It said it returned; its end may still be held by disk I/O it started. */
+		vm_thread_join_returned(loop->thread, loop->log, "the device thread");
 		loop->thread_started = false;
 	}
 	loop->want = EVENT_LOOP_RUN;
