@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../vmm/snapshot_stream.h"
@@ -589,6 +590,94 @@ int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bo
 			  blk->disk.in_flight + blk->disk.waiting);
 	pthread_mutex_unlock(&blk->dev.lock);
 	return ret;
+}
+
+/* Whether path names the file fd has open (a symlink to it included). */
+static bool blk_is_open_file(int fd, const char *path)
+{
+	struct stat open_st, path_st;
+
+	return fstat(fd, &open_st) == 0 && stat(path, &path_st) == 0 &&
+	       open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
+}
+
+/* With the device's lock held: the disk's files become fresh's, and its name path's. */
+static void blk_take_image(struct virtio_blk *blk, struct blk_disk *fresh, char *name)
+{
+	if (blk->disk.direct_fd >= 0)
+		close(blk->disk.direct_fd);
+	close(blk->disk.fd); /* and the old image's lock with it */
+	blk->disk.fd = fresh->fd;
+	blk->disk.direct_fd = fresh->direct_fd;
+	blk->disk.capacity = fresh->capacity;
+	free(blk->name);
+	blk->name = name;
+	blk->dev.name = name;
+	blk->ring.name = name;
+}
+
+int virtio_blk_replace_image(struct virtio_blk *blk, const char *path)
+{
+	struct virtio_blk_options options = {
+	    .path = path,
+	    .read_only = blk->disk.read_only,
+	    .direct = blk->disk.direct_fd >= 0,
+	};
+	struct blk_disk fresh = {.fd = -1, .direct_fd = -1};
+	char *name = NULL;
+	int err = 0;
+
+	pthread_mutex_lock(&blk->dev.lock);
+	uint64_t old_capacity = blk->disk.capacity;
+	if (blk->disk.overlay) {
+		log_error(&blk->log,
+			  "%s: has an overlay, which is of its image: the image stays (restore a "
+			  "snapshot with another one instead)",
+			  blk->name);
+		err = -EINVAL;
+	} else if (blk->ring.lost) {
+		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
+		err = -EIO;
+	} else if (blk->disk.in_flight || blk->disk.waiting) {
+		log_error(&blk->log, "%s: %u requests in flight: pause the VM first", blk->name,
+			  blk->disk.in_flight + blk->disk.waiting);
+		err = -EBUSY;
+	} else if (blk_is_open_file(blk->disk.fd, path)) {
+		/* The same image, grown or shrunk: its lock is held already, and a second
+		 * one on it would conflict with it. */
+		err = blk_image_capacity(blk->disk.fd, path, &blk->disk.capacity, &blk->log);
+	} else {
+		if (asprintf(&name, "virtio-blk %s", path) < 0) {
+			name = NULL;
+			err = -ENOMEM;
+		}
+		if (!err)
+			err = blk_open_image(&fresh, &options, &blk->log);
+		if (!err && options.direct)
+			err = blk_open_direct(&fresh, &options, &blk->log);
+		if (!err) {
+			blk_take_image(blk, &fresh, name);
+		} else {
+			if (fresh.direct_fd >= 0)
+				close(fresh.direct_fd);
+			if (fresh.fd >= 0)
+				close(fresh.fd);
+			free(name);
+		}
+	}
+	if (!err && blk->disk.capacity != old_capacity) {
+		/* A configuration change notification (virtio 1.2 §2.3), with the
+		 * generation changed (§2.5), which signal_config does: Linux's driver then
+		 * rereads the capacity (virtblk_config_changed). */
+		blk->config.capacity = htole64(blk->disk.capacity);
+		if (blk->dev.transport_ops)
+			blk->dev.transport_ops->signal_config(blk->dev.transport);
+	}
+	if (!err)
+		log_info(&blk->log, "%s: the disk's image from now on, %llu sectors", blk->name,
+			 (unsigned long long)blk->disk.capacity);
+	pthread_mutex_unlock(&blk->dev.lock);
+	return err;
 }
 
 void virtio_blk_destroy(struct virtio_blk *blk)

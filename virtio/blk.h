@@ -86,6 +86,16 @@ int virtio_blk_commit_overlays(struct virtio_blk *const *disks, unsigned count);
  * which the disk goes on unchanged. */
 int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole);
 
+/* Points the disk at the image path from now on, as Firecracker's PATCH /drives does:
+ * opened, checked and locked as at create (with the disk's read_only and direct), the
+ * old image closed and unlocked. When its size differs, the guest is told with a
+ * configuration change. path naming the image open already (one resized in place) only
+ * rereads its size. For a paused VM: -EBUSY while requests are in flight; -EINVAL for a
+ * disk with an overlay; -EIO for one out of service; else blk_open_image()'s errors,
+ * after which the disk goes on with its image. Data the guest cached from the old image
+ * stays in its page cache, as with a disk swapped under a running kernel. */
+int virtio_blk_replace_image(struct virtio_blk *blk, const char *path);
+
 /* Waits for requests in flight, then closes the image and the ring; blk may be NULL.
  * The event loop must no longer run (or no longer watch this device). Where the ring is
  * given up instead (blk_ring.h), the guest memory is marked kept mapped: destroy it

@@ -39,13 +39,26 @@ static int blk_not_a_disk(const struct mote_log *log, const char *path, int err)
 	return err;
 }
 
+int blk_image_capacity(int fd, const char *path, uint64_t *capacity, const struct mote_log *log)
+{
+	struct stat st;
+	uint64_t size;
+
+	if (fstat(fd, &st) != 0)
+		return blk_host_error(log, path, "fstat");
+	if (S_ISREG(st.st_mode))
+		size = (uint64_t)st.st_size;
+	else if (ioctl(fd, BLKGETSIZE64, &size) != 0)
+		return blk_host_error(log, path, "BLKGETSIZE64");
+	*capacity = sectors_holding(size);
+	return 0;
+}
+
 /* Opens and locks the image and sizes the disk. */
 int blk_open_image(struct blk_disk *disk, const struct virtio_blk_options *options,
 		   const struct mote_log *log)
 {
 	const char *path = options->path;
-	struct stat st;
-	uint64_t size;
 
 	disk->fd =
 	    file_open_kind(path, options->read_only ? O_RDONLY : O_RDWR, FILE_REGULAR_OR_BLOCK);
@@ -55,13 +68,9 @@ int blk_open_image(struct blk_disk *disk, const struct virtio_blk_options *optio
 		errno = -disk->fd;
 		return blk_host_error(log, path, "cannot open");
 	}
-	if (fstat(disk->fd, &st) != 0)
-		return blk_host_error(log, path, "fstat");
-	if (S_ISREG(st.st_mode))
-		size = (uint64_t)st.st_size;
-	else if (ioctl(disk->fd, BLKGETSIZE64, &size) != 0)
-		return blk_host_error(log, path, "BLKGETSIZE64");
-	disk->capacity = sectors_holding(size);
+	int err = blk_image_capacity(disk->fd, path, &disk->capacity, log);
+	if (err)
+		return err;
 	disk->read_only = options->read_only;
 
 	/* Never wait for the lock: two VMs writing one image is an error, not a queue. */

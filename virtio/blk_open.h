@@ -22,6 +22,10 @@
 int blk_open_image(struct blk_disk *disk, const struct virtio_blk_options *options,
 		   const struct mote_log *log);
 
+/* The sectors of the regular file or block device fd (path, for messages) holds now,
+ * the last one partial maybe; or a negative errno, logged. */
+int blk_image_capacity(int fd, const char *path, uint64_t *capacity, const struct mote_log *log);
+
 /* Opens the overlay options->overlay over the image options->path (blk_overlay_open(),
  * with the options' restore layers), the disk written through the overlay's fd and
  * sized from it. -EINVAL for a read-only disk; else blk_overlay_open()'s errors. */

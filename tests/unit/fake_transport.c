@@ -12,7 +12,7 @@ static void fake_signal_used(void *transport, uint16_t q)
 
 static void fake_signal_config(void *transport)
 {
-	(void)transport;
+	((struct fake_transport *)transport)->config_changes++;
 }
 
 static void fake_needs_reset(void *transport)

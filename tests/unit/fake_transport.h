@@ -1,9 +1,9 @@
 /* The transport a device model sees in the unit tests: it counts the device's
- * used-buffer interrupts per queue, its needs-reset requests and its requests to be
- * served again (which the test's driver answers by notifying the queue), and ignores
- * config changes. A test attaches it in place of virtio-mmio, so a device runs with no
- * KVM and no registers. And the log a test gives the device: it keeps the last
- * message, for a test to read. */
+ * used-buffer interrupts per queue, its needs-reset requests, its requests to be
+ * served again (which the test's driver answers by notifying the queue), and its
+ * configuration change notifications. A test attaches it in place of virtio-mmio, so a
+ * device runs with no KVM and no registers. And the log a test gives the device: it
+ * keeps the last message, for a test to read. */
 #ifndef MOTE_TESTS_FAKE_TRANSPORT_H
 #define MOTE_TESTS_FAKE_TRANSPORT_H
 
@@ -18,6 +18,7 @@ struct fake_transport {
 	int interrupts[FAKE_TRANSPORT_QUEUES];	/* signal_used calls, by queue */
 	int needs_reset;			/* needs_reset calls */
 	int serve_again[FAKE_TRANSPORT_QUEUES]; /* serve_again calls, by queue */
+	int config_changes;			/* signal_config calls */
 };
 
 /* Makes transport the one dev signals; the counts are left as they are. */
