@@ -222,6 +222,38 @@ int api_parse_drive(const cJSON *body, const char *drive_id, struct vm_command *
 	return ret;
 }
 
+int api_parse_drive_update(const cJSON *body, const char *drive_id, struct vm_command *command,
+			   char *fault, size_t fault_len)
+{
+	static const char where[] = "drives";
+	struct vm_command_drive_update *d = &command->drive_update;
+	const char *id = NULL;
+	const cJSON *item;
+	int ret = api_object(body, where, fault, fault_len);
+
+	*command = (struct vm_command){.kind = VM_COMMAND_DRIVE_UPDATE};
+	cJSON_ArrayForEach(item, body)
+	{
+		if (ret)
+			break;
+		if (strcmp(item->string, "drive_id") == 0)
+			ret = api_string(item, where, &id, fault, fault_len);
+		else if (strcmp(item->string, "path_on_host") == 0)
+			ret = api_string(item, where, &d->path_on_host, fault, fault_len);
+		else if (strcmp(item->string, "rate_limiter") == 0)
+			ret = api_fault(fault, fault_len, "%s: rate limiters are not supported",
+					where);
+		else
+			ret = api_unknown_field(item, where, fault, fault_len);
+	}
+	if (!ret)
+		ret = api_check_id(where, "drive_id", id, drive_id, fault, fault_len);
+	if (!ret && !d->path_on_host)
+		ret = api_missing(where, "path_on_host", fault, fault_len);
+	d->drive_id = drive_id;
+	return ret;
+}
+
 int api_parse_network_interface(const cJSON *body, const char *iface_id, struct vm_command *command,
 				char *fault, size_t fault_len)
 {

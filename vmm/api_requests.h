@@ -19,6 +19,10 @@ int api_parse_boot_source(const cJSON *body, struct vm_command *command, char *f
 /* drive_id and iface_id come from the path; the body must repeat them. */
 int api_parse_drive(const cJSON *body, const char *drive_id, struct vm_command *command,
 		    char *fault, size_t fault_len);
+/* PATCH /drives/{id} (Firecracker's PartialDrive): path_on_host required, since mote has
+ * no rate limiters, the only other thing it changes. */
+int api_parse_drive_update(const cJSON *body, const char *drive_id, struct vm_command *command,
+			   char *fault, size_t fault_len);
 int api_parse_network_interface(const cJSON *body, const char *iface_id, struct vm_command *command,
 				char *fault, size_t fault_len);
 int api_parse_vsock(const cJSON *body, struct vm_command *command, char *fault, size_t fault_len);

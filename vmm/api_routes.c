@@ -45,7 +45,7 @@ static const struct api_route api_routes[] = {
     {"/vm/config", API_ROUTE_VM_CONFIG, API_GET, "GET"},
     {"/machine-config", API_ROUTE_MACHINE_CONFIG, API_GET | API_PUT | API_PATCH, "GET, PUT, PATCH"},
     {"/boot-source", API_ROUTE_BOOT_SOURCE, API_PUT, "PUT"},
-    {"/drives/", API_ROUTE_DRIVE, API_PUT, "PUT"},
+    {"/drives/", API_ROUTE_DRIVE, API_PUT | API_PATCH, "PUT, PATCH"},
     {"/network-interfaces/", API_ROUTE_NETWORK_INTERFACE, API_PUT, "PUT"},
     {"/vsock", API_ROUTE_VSOCK, API_PUT, "PUT"},
     {"/actions", API_ROUTE_ACTIONS, API_PUT, "PUT"},
@@ -266,6 +266,8 @@ static int api_parse_command(const struct api_route *route, unsigned method, con
 	case API_ROUTE_BOOT_SOURCE:
 		return api_parse_boot_source(body, command, fault, fault_len);
 	case API_ROUTE_DRIVE:
+		if (method == API_PATCH)
+			return api_parse_drive_update(body, id, command, fault, fault_len);
 		return api_parse_drive(body, id, command, fault, fault_len);
 	case API_ROUTE_NETWORK_INTERFACE:
 		return api_parse_network_interface(body, id, command, fault, fault_len);

@@ -354,6 +354,11 @@ static int vm_command_on_vm(struct vm_controller *c, const struct vm_command *co
 	int ret;
 
 	switch (command->kind) {
+	case VM_COMMAND_DRIVE_UPDATE:
+		what = "drive update";
+		ret = mote_vm_update_disk(c->vm, command->drive_update.drive_id,
+					  command->drive_update.path_on_host);
+		break;
 	case VM_COMMAND_SEND_CTRL_ALT_DEL:
 		what = "SendCtrlAltDel";
 		/* GET / calls a built VM running: the keys wait until it is. */

@@ -30,6 +30,7 @@ enum vm_command_kind {
 	/* Builds the VM from a snapshot; only on a controller nothing was configured on. */
 	VM_COMMAND_SNAPSHOT_LOAD,
 	/* On a VM. */
+	VM_COMMAND_DRIVE_UPDATE,
 	VM_COMMAND_SEND_CTRL_ALT_DEL,
 	VM_COMMAND_PAUSE,
 	VM_COMMAND_RESUME,
@@ -56,6 +57,12 @@ struct vm_command_drive {
 	const char *path_on_host;
 	const char *overlay; /* copy-on-write overlay file, or NULL */
 	bool is_read_only, is_root_device, direct;
+};
+
+/* Points a built VM's disk at another image (mote_vm_update_disk). */
+struct vm_command_drive_update {
+	const char *drive_id; /* required: the disk's id, or its guest name */
+	const char *path_on_host;
 };
 
 /* Adds a NIC, or replaces the one with this iface_id. */
@@ -89,6 +96,7 @@ struct vm_command {
 		struct vm_command_machine_config machine_config;
 		struct vm_command_boot_source boot_source;
 		struct vm_command_drive drive;
+		struct vm_command_drive_update drive_update;
 		struct vm_command_network_interface network_interface;
 		struct vm_command_vsock vsock;
 		struct vm_command_snapshot_create snapshot_create;

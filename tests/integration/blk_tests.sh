@@ -41,6 +41,14 @@ await_text() {
 	grep -q -- "$text" "$file" 2>/dev/null
 }
 
+# api_call SOCKET METHOD PATH [BODY]: one request to a mote's control API; prints the
+# answer, its status line first, carriage returns removed.
+api_call() {
+	local body=${4:-}
+	printf '%s %s HTTP/1.1\r\nHost: mote\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+		"$2" "$3" "${#body}" "$body" | timeout 30 socat -t 10 - "UNIX-CONNECT:$1" | tr -d '\r'
+}
+
 # new_disk NAME MIB: a zero-filled raw image.
 new_disk() {
 	rm -f "$WORK/$1.img"
@@ -110,8 +118,7 @@ test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
 mote.run=\"echo unsynced >/root/cad && until grep -q 'Handlers=.*kbd' /proc/bus/input/devices; do sleep 0.1; done && echo written && sleep 30\""
 	pid=$mote_pid
 	await_text written "$out" "$pid" || fail "the guest never wrote its file and bound its keyboard"
-	reply=$(printf 'PUT /actions HTTP/1.1\r\nHost: mote\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
-		"${#body}" "$body" | timeout 30 socat -t 10 - "UNIX-CONNECT:$api" | tr -d '\r' | head -1)
+	reply=$(api_call "$api" PUT /actions "$body" | head -1)
 	finish "$pid"
 	status=$?
 	expect_status 0
@@ -123,6 +130,58 @@ mote.run=\"echo unsynced >/root/cad && until grep -q 'Handlers=.*kbd' /proc/bus/
 	root_boot b2f "path=$root,ro" "cat /root/cad"
 	expect_status 0
 	has_line "$out" unsynced || fail "the file written before SendCtrlAltDel is gone"
+}
+
+# PATCH /drives/{id}, Firecracker's update of a drive after boot, on a running guest
+# reading its data disk with O_DIRECT (nothing from its page cache): the guest sees the
+# second image's size at once (a config change) and its data, then the first image's
+# again. A missing image is refused and changes nothing; the image left is unlocked,
+# the one taken locked; GET /vm/config names the image in use.
+test_a_running_guests_disk_is_pointed_at_another_image() {
+	local api=$WORK/b20.api one two pid reply
+	one=$(new_disk b20-one 4)
+	two=$(new_disk b20-two 8)
+	"$MOTE_PATTERN" write "$one" 0 $((4 * MIB)) 31 >/dev/null || fail "host write failed"
+	"$MOTE_PATTERN" write "$two" 0 $((8 * MIB)) 32 >/dev/null || fail "host write failed"
+	# Sizes in sectors: 4 MiB is 8192, 8 MiB 16384.
+	mote_start b20 run --kernel "$VMLINUX" --mem 128M --api-sock "$api" \
+		--disk "path=$ROOT_IMG,ro,root" --disk "path=$one,id=data" \
+		--cmdline "$BASE_CMDLINE mote.run=\"mote-pattern -d verify /dev/vdb 0 4194304 31 && echo ready && \
+until [ \$(cat /sys/block/vdb/size) = 16384 ]; do sleep 0.1; done && mote-pattern -d verify /dev/vdb 0 8388608 32 && echo swapped && \
+until [ \$(cat /sys/block/vdb/size) = 8192 ]; do sleep 0.1; done && mote-pattern -d verify /dev/vdb 0 4194304 31\""
+	pid=$mote_pid
+	await_text ready "$out" "$pid" || fail "the guest never read the first image"
+	reply=$(api_call "$api" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$WORK/b20-none.img\"}")
+	case "$reply" in
+	"HTTP/1.1 400"*b20-none.img*) ;;
+	*) fail "PATCH to a missing image answered '$reply'" ;;
+	esac
+	reply=$(api_call "$api" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$two\"}" | head -1)
+	case "$reply" in
+	"HTTP/1.1 204"*) ;;
+	*) fail "PATCH /drives/data answered '$reply'" ;;
+	esac
+	if await_text swapped "$out" "$pid"; then
+		api_call "$api" GET /vm/config >"$WORK/b20.config"
+		grep -qF "\"path_on_host\":\"$two\"" "$WORK/b20.config" ||
+			fail "GET /vm/config does not name the second image: $(tail -1 "$WORK/b20.config")"
+		flock -n -x "$one" true || fail "the first image is still locked"
+		flock -n -s "$two" true && fail "the second image is not locked"
+	else
+		fail "the guest never saw the second image"
+	fi
+	reply=$(api_call "$api" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$one\"}" | head -1)
+	case "$reply" in
+	"HTTP/1.1 204"*) ;;
+	*) fail "PATCH /drives/data back to the first image answered '$reply'" ;;
+	esac
+	finish "$pid"
+	status=$?
+	expect_status 0
+	expect_guest_status 0
+	expect_in "$out" "pattern: verified 8388608 bytes"
+	[ "$(grep -c "pattern: verified 4194304 bytes" "$out")" -eq 2 ] ||
+		fail "the guest did not read the first image twice"
 }
 
 test_guest_writes_reach_the_image() {

@@ -583,6 +583,29 @@ static void pause_resume_snapshot_and_ctrl_alt_del_before_start_are_400(void **s
 		       "not started");
 	assert_refused(f, 400, "PUT", "/snapshot/create",
 		       "{\"snapshot_path\": \"/s\", \"mem_file_path\": \"/m\"}", "not started");
+	/* PATCH /drives is Firecracker's post-boot update; before, PUT configures. */
+	assert_refused(f, 400, "PATCH", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\"}", "not started");
+}
+
+static void drive_updates_that_cannot_mean_anything_are_400(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_refused(f, 400, "PATCH", "/drives/d", "{\"drive_id\": \"d\"}", "path_on_host");
+	assert_refused(f, 400, "PATCH", "/drives/d", "{\"path_on_host\": \"/d\"}", "drive_id");
+	assert_refused(f, 400, "PATCH", "/drives/d",
+		       "{\"drive_id\": \"e\", \"path_on_host\": \"/d\"}", "differs");
+	assert_refused(f, 400, "PATCH", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"\"}", "path_on_host");
+	assert_refused(f, 400, "PATCH", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"rate_limiter\": {}}",
+		       "rate limiters");
+	/* PUT's fields are not PATCH's. */
+	assert_refused(f, 400, "PATCH", "/drives/d",
+		       "{\"drive_id\": \"d\", \"path_on_host\": \"/d\", \"is_read_only\": true}",
+		       "is_read_only");
+	assert_still_answers(f);
 }
 
 static void instance_start_without_a_kernel_is_400(void **state)
@@ -957,6 +980,8 @@ int main(void)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(
 		pause_resume_snapshot_and_ctrl_alt_del_before_start_are_400, setup, teardown),
+	    cmocka_unit_test_setup_teardown(drive_updates_that_cannot_mean_anything_are_400, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(instance_start_without_a_kernel_is_400, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(snapshot_load_is_refused_after_configuration, setup,
