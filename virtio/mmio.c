@@ -50,8 +50,12 @@ static void mmio_signal_config(void *transport)
 {
 	struct virtio_mmio *mmio = transport;
 
+	/* The generation changes whenever the config does (§2.5.1), even for a driver
+	 * still reading it at its probe; the interrupt only goes to one that runs the
+	 * device, as for a needs-reset. */
 	mmio->config_generation++;
-	mmio_raise(mmio, VIRTIO_MMIO_INT_CONFIG);
+	if (mmio->status & VIRTIO_STATUS_DRIVER_OK)
+		mmio_raise(mmio, VIRTIO_MMIO_INT_CONFIG);
 }
 
 static void mmio_device_needs_reset(void *transport)

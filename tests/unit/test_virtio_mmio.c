@@ -537,6 +537,8 @@ static void used_buffers_raise_the_interrupt_until_acknowledged(void **state)
 	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 }
 
+/* Before DRIVER_OK the generation changes (a driver may be reading the config at its
+ * probe) but no interrupt goes out; once the driver runs the device, both. */
 static void a_config_change_bumps_the_generation(void **state)
 {
 	struct fixture *f = *state;
@@ -544,7 +546,14 @@ static void a_config_change_bumps_the_generation(void **state)
 
 	f->fake.dev.transport_ops->signal_config(f->fake.dev.transport);
 	assert_int_equal(rd(f, VIRTIO_MMIO_CONFIG_GENERATION), before + 1);
+	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	assert_int_equal(eventfd_take(f->mmio.irq_fd), 0);
+
+	bring_up(f);
+	f->fake.dev.transport_ops->signal_config(f->fake.dev.transport);
+	assert_int_equal(rd(f, VIRTIO_MMIO_CONFIG_GENERATION), before + 2);
 	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
+	assert_int_equal(eventfd_take(f->mmio.irq_fd), 1);
 }
 
 static void config_space_is_readable_and_writable_at_any_width(void **state)
