@@ -17,6 +17,7 @@
  * driver breaking the queue, and the device asks for a reset. */
 #include <endian.h>
 #include <errno.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +46,9 @@ struct virtio_blk {
 	/* disk.ring as the device drives it; lost once given up (blk_ring.h), after which
 	 * the disk is out of service for good. */
 	struct blk_ring ring;
-	char *name; /* "virtio-blk PATH", for messages */
+	/* "virtio-blk PATH", for messages. An array, rewritten in place when the image is
+	 * replaced: the bus and the ring keep pointers to it. */
+	char name[sizeof("virtio-blk ") + PATH_MAX];
 	struct mote_log log;
 	int event_fd; /* io_uring signals it for every completion */
 	bool ring_ready;
@@ -481,7 +484,6 @@ static void blk_free(struct virtio_blk *blk)
 		blk_overlay_close(blk->disk.overlay); /* disk.fd is the overlay's */
 	else if (blk->disk.fd >= 0)
 		close(blk->disk.fd); /* and the lock with it */
-	free(blk->name);
 	free(blk);
 }
 
@@ -508,11 +510,7 @@ int virtio_blk_create(const struct virtio_blk_options *options, struct guest_mem
 	blk->event_fd = -1;
 	if (log)
 		blk->log = *log;
-	if (asprintf(&blk->name, "virtio-blk %s", options->path) < 0) {
-		blk->name = NULL;
-		blk_free(blk);
-		return -ENOMEM;
-	}
+	snprintf(blk->name, sizeof(blk->name), "virtio-blk %s", options->path);
 	memcpy(blk->disk.id, options->id ? options->id : "", id_len);
 
 	int err = options->overlay ? blk_open_overlay(&blk->disk, options, &blk->log)
@@ -601,22 +599,8 @@ static bool blk_is_open_file(int fd, const char *path)
 	       open_st.st_dev == path_st.st_dev && open_st.st_ino == path_st.st_ino;
 }
 
-/* With the device's lock held: the disk's files become fresh's, and its name path's. */
-static void blk_take_image(struct virtio_blk *blk, struct blk_disk *fresh, char *name)
-{
-	if (blk->disk.direct_fd >= 0)
-		close(blk->disk.direct_fd);
-	close(blk->disk.fd); /* and the old image's lock with it */
-	blk->disk.fd = fresh->fd;
-	blk->disk.direct_fd = fresh->direct_fd;
-	blk->disk.capacity = fresh->capacity;
-	free(blk->name);
-	blk->name = name;
-	blk->dev.name = name;
-	blk->ring.name = name;
-}
-
-int virtio_blk_replace_image(struct virtio_blk *blk, const char *path)
+int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
+				struct virtio_blk_replacement *r)
 {
 	struct virtio_blk_options options = {
 	    .path = path,
@@ -624,48 +608,65 @@ int virtio_blk_replace_image(struct virtio_blk *blk, const char *path)
 	    .direct = blk->disk.direct_fd >= 0,
 	};
 	struct blk_disk fresh = {.fd = -1, .direct_fd = -1};
-	char *name = NULL;
-	int err = 0;
+	int err;
 
-	pthread_mutex_lock(&blk->dev.lock);
-	uint64_t old_capacity = blk->disk.capacity;
+	*r = (struct virtio_blk_replacement){
+	    .path = path, .fd = -1, .direct_fd = -1, .log = blk->log};
 	if (blk->disk.overlay) {
 		log_error(&blk->log,
 			  "%s: has an overlay, which is of its image: the image stays (restore a "
 			  "snapshot with another one instead)",
 			  blk->name);
-		err = -EINVAL;
-	} else if (blk->ring.lost) {
+		return -EINVAL;
+	}
+	if (blk_is_open_file(blk->disk.fd, path)) {
+		/* The same image, grown or shrunk: its lock is held already, and a second
+		 * one on it would conflict with it. */
+		r->same_file = true;
+		return blk_image_capacity(blk->disk.fd, path, &r->capacity, &blk->log);
+	}
+	err = blk_open_image(&fresh, &options, &blk->log);
+	if (!err && options.direct)
+		err = blk_open_direct(&fresh, &options, &blk->log);
+	r->fd = fresh.fd >= 0 ? fresh.fd : -1;
+	r->direct_fd = fresh.direct_fd;
+	r->capacity = fresh.capacity;
+	if (err)
+		virtio_blk_replacement_close(r);
+	return err;
+}
+
+int virtio_blk_swap_image(struct virtio_blk *blk, struct virtio_blk_replacement *r)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&blk->dev.lock);
+	if (blk->ring.lost) {
 		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
 		err = -EIO;
 	} else if (blk->disk.in_flight || blk->disk.waiting) {
 		log_error(&blk->log, "%s: %u requests in flight: pause the VM first", blk->name,
 			  blk->disk.in_flight + blk->disk.waiting);
 		err = -EBUSY;
-	} else if (blk_is_open_file(blk->disk.fd, path)) {
-		/* The same image, grown or shrunk: its lock is held already, and a second
-		 * one on it would conflict with it. */
-		err = blk_image_capacity(blk->disk.fd, path, &blk->disk.capacity, &blk->log);
-	} else {
-		if (asprintf(&name, "virtio-blk %s", path) < 0) {
-			name = NULL;
-			err = -ENOMEM;
-		}
-		if (!err)
-			err = blk_open_image(&fresh, &options, &blk->log);
-		if (!err && options.direct)
-			err = blk_open_direct(&fresh, &options, &blk->log);
-		if (!err) {
-			blk_take_image(blk, &fresh, name);
-		} else {
-			if (fresh.direct_fd >= 0)
-				close(fresh.direct_fd);
-			if (fresh.fd >= 0)
-				close(fresh.fd);
-			free(name);
-		}
 	}
-	if (!err && blk->disk.capacity != old_capacity) {
+	if (err) {
+		pthread_mutex_unlock(&blk->dev.lock);
+		return err;
+	}
+	uint64_t old_capacity = blk->disk.capacity;
+	if (!r->same_file) {
+		/* The old image's descriptors go to r, to be closed once the VM runs. */
+		int fd = blk->disk.fd, direct_fd = blk->disk.direct_fd;
+		blk->disk.fd = r->fd;
+		blk->disk.direct_fd = r->direct_fd;
+		r->fd = fd;
+		r->direct_fd = direct_fd;
+		r->sync = !blk->disk.read_only;
+		memcpy(r->left_name, blk->name, sizeof(r->left_name));
+		snprintf(blk->name, sizeof(blk->name), "virtio-blk %s", r->path);
+	}
+	blk->disk.capacity = r->capacity;
+	if (blk->disk.capacity != old_capacity) {
 		/* A configuration change notification (virtio 1.2 §2.3), with the
 		 * generation changed (§2.5), which signal_config does: Linux's driver then
 		 * rereads the capacity (virtblk_config_changed). */
@@ -673,11 +674,25 @@ int virtio_blk_replace_image(struct virtio_blk *blk, const char *path)
 		if (blk->dev.transport_ops)
 			blk->dev.transport_ops->signal_config(blk->dev.transport);
 	}
-	if (!err)
-		log_info(&blk->log, "%s: the disk's image from now on, %llu sectors", blk->name,
-			 (unsigned long long)blk->disk.capacity);
+	log_info(&blk->log, "%s: the disk's image from now on, %llu sectors", blk->name,
+		 (unsigned long long)blk->disk.capacity);
 	pthread_mutex_unlock(&blk->dev.lock);
-	return err;
+	return 0;
+}
+
+void virtio_blk_replacement_close(struct virtio_blk_replacement *r)
+{
+	/* An image the guest wrote leaves with what it was told had landed on it, as a
+	 * disk that is unplugged: what it did not flush is made durable here. */
+	if (r->sync && r->fd >= 0 && fdatasync(r->fd) != 0)
+		log_warn(&r->log, "%s, replaced: fdatasync: %s", r->left_name, strerror(errno));
+	if (r->direct_fd >= 0)
+		close(r->direct_fd);
+	if (r->fd >= 0)
+		close(r->fd); /* and its lock with it */
+	r->fd = -1;
+	r->direct_fd = -1;
+	r->sync = false;
 }
 
 void virtio_blk_destroy(struct virtio_blk *blk)

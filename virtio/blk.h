@@ -14,7 +14,9 @@
 #ifndef MOTE_VIRTIO_BLK_H
 #define MOTE_VIRTIO_BLK_H
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "../vmm/event_loop.h"
 #include "../vmm/guest_memory.h"
@@ -86,15 +88,37 @@ int virtio_blk_commit_overlays(struct virtio_blk *const *disks, unsigned count);
  * which the disk goes on unchanged. */
 int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bool whole);
 
-/* Points the disk at the image path from now on, as Firecracker's PATCH /drives does:
- * opened, checked and locked as at create (with the disk's read_only and direct), the
- * old image closed and unlocked. When its size differs, the guest is told with a
- * configuration change. path naming the image open already (one resized in place) only
- * rereads its size. For a paused VM: -EBUSY while requests are in flight; -EINVAL for a
- * disk with an overlay; -EIO for one out of service; else blk_open_image()'s errors,
- * after which the disk goes on with its image. Data the guest cached from the old image
- * stays in its page cache, as with a disk swapped under a running kernel. */
-int virtio_blk_replace_image(struct virtio_blk *blk, const char *path);
+/* A disk pointed at another image from now on, as Firecracker's PATCH /drives does, in
+ * three steps, so that what may be slow (opening and locking a file on a slow file
+ * system, syncing the old one) happens while the VM runs, and only the swap while it
+ * is paused. */
+struct virtio_blk_replacement {
+	const char *path;  /* borrowed */
+	int fd, direct_fd; /* the image opened; after the swap, the old one's */
+	uint64_t capacity; /* the new image's, in sectors */
+	bool same_file;	   /* path names the disk's image: only its size changes */
+	bool sync;	   /* fd is an image the guest wrote: synced before it is closed */
+	struct mote_log log;
+	char left_name[sizeof("virtio-blk ") + PATH_MAX]; /* the old image's, for messages */
+};
+
+/* Opens path as the disk's next image into r: checked and locked as at create, with
+ * the disk's read_only and direct. path naming the image open already (one resized in
+ * place) is only sized again. -EINVAL for a disk with an overlay (its overlay is of
+ * its image); else blk_open_image()'s errors, logged. Calls to one disk must not
+ * overlap, from here to virtio_blk_replacement_close(). */
+int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
+				struct virtio_blk_replacement *r);
+
+/* For a paused VM: the disk reads and writes r's image from now on, and r holds the old
+ * one's descriptors. A new size is told to the guest with a configuration change.
+ * -EBUSY while requests are in flight, -EIO for a disk out of service: nothing changed. */
+int virtio_blk_swap_image(struct virtio_blk *blk, struct virtio_blk_replacement *r);
+
+/* Closes what r holds, the image that was not swapped in or the one swapped out (synced
+ * first when the guest wrote it; a failure is logged). Data the guest cached from the
+ * old image stays in its page cache, as with a disk swapped under a running kernel. */
+void virtio_blk_replacement_close(struct virtio_blk_replacement *r);
 
 /* Waits for requests in flight, then closes the image and the ring; blk may be NULL.
  * The event loop must no longer run (or no longer watch this device). Where the ring is

@@ -228,18 +228,22 @@ MOTE_API int mote_vm_send_ctrl_alt_del(struct mote_vm *vm);
 
 /* Points the disk named disk (its id or, where no disk has that id, its guest name
  * "vda", "vdb", ...) at the image path from now on, as Firecracker's PATCH /drives/{id}
- * does, on a VM that mote_vm_run() runs (or is about to run), paused or not. The VM is
- * paused for the swap when it runs. The new image is opened, checked and locked as
- * mote_vm_create() does, with the disk's read_only and direct; the old one is closed
- * and unlocked. When the new image's size differs, the guest is told with a virtio
- * configuration change and sees the new size at once. path naming the disk's image
- * itself (resized in place, say) only does that. What the guest cached of the old
- * image stays in its page cache: update a disk the guest is not using (unmounted), as
- * with a disk swapped under any running kernel. Snapshots taken afterwards record path.
- * 0; -ENOENT when there is no such disk; -EINVAL for a disk with an overlay (its
- * image stays, the overlay being of it), a VM that ended, or a bad argument; else the
- * errors of mote_vm_pause() and of opening the image (-ENOENT, -EACCES, -EBUSY locked
- * by another process, ...), all logged, after which the disk goes on with its image. */
+ * does, on a VM that mote_vm_run() runs (or is about to run), paused or not. The new
+ * image is opened, checked and locked as mote_vm_create() does, with the disk's
+ * read_only and direct, while the VM runs on; the VM is then paused for the swap alone
+ * (when it runs), and the old image is synced (when the guest could write it), closed
+ * and unlocked once it runs again. When the new image's size differs, the guest is told
+ * with a virtio configuration change and sees the new size at once. path naming the
+ * disk's image itself (resized in place, say) only does that. What the guest cached of
+ * the old image stays in its page cache: update a disk the guest is not using
+ * (unmounted), as with a disk swapped under any running kernel. Snapshots taken
+ * afterwards record path. Updates of a VM's disks take turns.
+ * 0 once the disk has the new image (should the VM then fail to resume, which is
+ * logged, it stays paused); -ENOENT when there is no such disk; -EINVAL for a disk with
+ * an overlay (its image stays, the overlay being of it), a VM that ended, or a bad
+ * argument; -EIO for a disk out of service; else the errors of opening the image
+ * (-ENOENT, -EACCES, -EBUSY locked by another process, ...) and of mote_vm_pause(),
+ * logged, after which the disk goes on with its image. */
 MOTE_API int mote_vm_update_disk(struct mote_vm *vm, const char *disk, const char *path);
 
 enum mote_snapshot_type {

@@ -582,6 +582,7 @@ struct mote_vm *vm_new(const struct mote_log *log, unsigned cpus, int64_t start_
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_cond_init(&vm->ended_cond, NULL);
 	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_mutex_init(&vm->disk_update_lock, NULL);
 	/* Timed waits on it (vm_pause.c) count on the monotonic clock: a step of the wall
 	 * clock must not stretch a pause's re-kick interval. */
 	pthread_condattr_t monotonic;
@@ -889,5 +890,6 @@ void mote_vm_destroy(struct mote_vm *vm)
 	pthread_mutex_destroy(&vm->lock);
 	pthread_cond_destroy(&vm->pause_cond);
 	pthread_mutex_destroy(&vm->pause_lock);
+	pthread_mutex_destroy(&vm->disk_update_lock);
 	free(vm);
 }

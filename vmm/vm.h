@@ -67,6 +67,10 @@ struct mote_vm {
 	 * the VM before the embedder can destroy it. Guarded by lock. */
 	bool ending;
 	pthread_mutex_t pause_lock; /* one pause, resume or snapshot at a time */
+	/* One disk update at a time (vm_disk_update.c), from opening the new image to
+	 * closing the old one, while the VM runs on: taken before pause_lock, never while
+	 * holding it. */
+	pthread_mutex_t disk_update_lock;
 	/* Pausing (vm_pause.c), guarded by lock. */
 	enum mote_vm_state state;
 	bool pause_requested; /* vCPUs park at their next pause point */

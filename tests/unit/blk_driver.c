@@ -1,7 +1,9 @@
 /* The virtio-blk test driver (blk_driver.h): the guest side of the queue, a transport
  * that only counts, and the image checked behind the device's back. */
+#include <dirent.h>
 #include <endian.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -417,4 +419,45 @@ uint64_t config_field(struct vdev *dev, uint32_t offset, uint32_t len)
 
 	dev->ops->config_read(dev, offset, (uint8_t *)&value, len);
 	return le64toh(value);
+}
+
+unsigned fds_linked_to(const char *target, int *found)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *entry;
+	unsigned matches = 0;
+
+	assert_non_null(dir);
+	while ((entry = readdir(dir))) {
+		char path[PATH_MAX], link[PATH_MAX];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", entry->d_name);
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		if (n < 0)
+			continue;
+		link[n] = '\0';
+		if (strcmp(link, target) == 0) {
+			*found = atoi(entry->d_name);
+			matches++;
+		}
+	}
+	closedir(dir);
+	return matches;
+}
+
+int fd_linked_to(const char *target)
+{
+	int found = -1;
+
+	assert_int_equal(fds_linked_to(target, &found), 1);
+	return found;
+}
+
+void hold_reads_on_a_pipe(struct fixture *f, int pipe_fds[2])
+{
+	char image[PATH_MAX];
+
+	assert_non_null(realpath(f->path, image));
+	assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
+	assert_true(dup2(pipe_fds[0], fd_linked_to(image)) >= 0);
+	close(pipe_fds[0]);
 }

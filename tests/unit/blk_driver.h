@@ -178,4 +178,14 @@ void detach(struct fixture *f);
 /* Detaches, then attaches a read-only disk on the same image. */
 void reattach_read_only(struct fixture *f);
 
+/* How many descriptors of this process link to target (proc(5), /proc/self/fd); *found
+ * is one of them. */
+unsigned fds_linked_to(const char *target, int *found);
+/* The one descriptor of this process that links to target; fails the test unless there
+ * is exactly one. */
+int fd_linked_to(const char *target);
+/* Puts the read end of a new pipe in place of the disk's image (its descriptor, dup2):
+ * a read waits there until the write end, in pipe_fds[1], brings data. */
+void hold_reads_on_a_pipe(struct fixture *f, int pipe_fds[2]);
+
 #endif

@@ -50,45 +50,6 @@
 #define NO_STATUS 0xff /* a status byte until the device answers */
 #define RING_LINK "anon_inode:[io_uring]"
 
-/* The descriptor of this process that links to target (proc(5), /proc/self/fd); there
- * must be exactly one. */
-static int fd_linked_to(const char *target)
-{
-	DIR *dir = opendir("/proc/self/fd");
-	struct dirent *entry;
-	int found = -1;
-	unsigned matches = 0;
-
-	assert_non_null(dir);
-	while ((entry = readdir(dir))) {
-		char path[PATH_MAX], link[PATH_MAX];
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", entry->d_name);
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n < 0)
-			continue;
-		link[n] = '\0';
-		if (strcmp(link, target) == 0) {
-			found = atoi(entry->d_name);
-			matches++;
-		}
-	}
-	closedir(dir);
-	assert_int_equal(matches, 1);
-	return found;
-}
-
-/* Puts the read end of a new pipe in place of the disk's image: a read waits there until
- * the write end, in pipe_fds[1], brings data. */
-static void hold_reads_on_a_pipe(struct fixture *f, int pipe_fds[2])
-{
-	char image[PATH_MAX];
-
-	assert_non_null(realpath(f->path, image));
-	assert_int_equal(pipe2(pipe_fds, O_CLOEXEC), 0);
-	assert_true(dup2(pipe_fds[0], fd_linked_to(image)) >= 0);
-	close(pipe_fds[0]);
-}
-
 /* Replaces the disk's io_uring descriptor by /dev/null. With kept, a descriptor of the
  * ring is kept in *kept first, to put it back with mend_the_ring_descriptor(). Returns
  * the number of the descriptor replaced. */

@@ -1,10 +1,12 @@
-/* virtio-blk's image replaced under a running disk (virtio_blk_replace_image(), the
- * device side of PATCH /drives/{id}): reads come from the new image, the guest is told a
- * new size and only then, the old image's lock is let go and the new one's taken, an
- * image resized in place is reread, and an image that cannot be had leaves the disk as
- * it was. The test driver is blk_driver.h. */
+/* virtio-blk's image replaced under a running disk (virtio_blk_open_replacement(),
+ * virtio_blk_swap_image(), virtio_blk_replacement_close(): the device side of PATCH
+ * /drives/{id}): reads and writes go to the new image, the guest is told a new size and
+ * nothing else, the old image's lock is let go and the new one's taken, an image resized
+ * in place is sized again, and an image that cannot be had leaves the disk as it was.
+ * The test driver is blk_driver.h; its disk is idle between requests, as in a pause. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +19,7 @@
 #include <cmocka.h>
 
 #include "blk_driver.h"
+#include "virtio/blk_request.h"
 
 #define FILL 0x5a
 
@@ -54,6 +57,18 @@ static const uint8_t *read_sector(struct fixture *f, uint64_t sector, uint16_t *
 	return guest(f, r.data, SECTOR);
 }
 
+/* The three steps, as mote_vm_update_disk() takes them. */
+static int replace_image(struct fixture *f, const char *path)
+{
+	struct virtio_blk_replacement r;
+	int err = virtio_blk_open_replacement(f->blk, path, &r);
+
+	if (!err)
+		err = virtio_blk_swap_image(f->blk, &r);
+	virtio_blk_replacement_close(&r);
+	return err;
+}
+
 static void assert_filled(const uint8_t *data, uint8_t fill)
 {
 	for (unsigned i = 0; i < SECTOR; i++)
@@ -68,7 +83,7 @@ static void a_bigger_image_serves_reads_and_the_guest_is_told_its_size(void **st
 
 	assert_pattern(read_sector(f, 3, &used), 3 * SECTOR, SECTOR);
 	new_filled_image(path, 4 * MIB, FILL);
-	assert_int_equal(virtio_blk_replace_image(f->blk, path), 0);
+	assert_int_equal(replace_image(f, path), 0);
 
 	assert_int_equal(CONFIG(f->dev, capacity), 4 * MIB / SECTOR);
 	assert_int_equal(f->transport.config_changes, 1);
@@ -89,7 +104,7 @@ static void an_image_of_the_same_size_tells_the_guest_nothing(void **state)
 	uint16_t used = 0;
 
 	new_filled_image(path, IMAGE_SECTORS * SECTOR, FILL);
-	assert_int_equal(virtio_blk_replace_image(f->blk, path), 0);
+	assert_int_equal(replace_image(f, path), 0);
 	assert_int_equal(CONFIG(f->dev, capacity), IMAGE_SECTORS);
 	assert_int_equal(f->transport.config_changes, 0);
 	assert_filled(read_sector(f, 0, &used), FILL);
@@ -108,7 +123,7 @@ static void the_image_itself_grown_in_place_is_only_resized(void **state)
 
 	/* Its own lock stays: a second lock on it would be refused (EBUSY). */
 	assert_int_equal(truncate(f->path, 2 * IMAGE_SECTORS * SECTOR), 0);
-	assert_int_equal(virtio_blk_replace_image(f->blk, f->path), 0);
+	assert_int_equal(replace_image(f, f->path), 0);
 	assert_int_equal(CONFIG(f->dev, capacity), 2 * IMAGE_SECTORS);
 	assert_int_equal(f->transport.config_changes, 1);
 	assert_pattern(read_sector(f, 7, &used), 7 * SECTOR, SECTOR);
@@ -122,17 +137,16 @@ static void an_image_that_cannot_be_had_leaves_the_disk_as_it_was(void **state)
 	char path[64] = "/tmp/mote-blk-new-XXXXXX";
 	uint16_t used = 0;
 
-	assert_int_equal(virtio_blk_replace_image(f->blk, "/tmp/mote-blk-does-not-exist"),
-			 -ENOENT);
+	assert_int_equal(replace_image(f, "/tmp/mote-blk-does-not-exist"), -ENOENT);
 	assert_non_null(strstr(f->log_text, "/tmp/mote-blk-does-not-exist"));
-	assert_int_equal(virtio_blk_replace_image(f->blk, "/tmp"), -EISDIR);
+	assert_int_equal(replace_image(f, "/tmp"), -EISDIR);
 
 	/* Another VM's image. */
 	new_filled_image(path, 4 * MIB, FILL);
 	int other = open(path, O_RDONLY | O_CLOEXEC);
 	assert_true(other >= 0);
 	assert_int_equal(flock(other, LOCK_EX), 0);
-	assert_int_equal(virtio_blk_replace_image(f->blk, path), -EBUSY);
+	assert_int_equal(replace_image(f, path), -EBUSY);
 	assert_non_null(strstr(f->log_text, "locked by another process"));
 	close(other);
 
@@ -152,7 +166,7 @@ static void a_read_only_disk_takes_its_new_image_read_only(void **state)
 
 	reattach_read_only(f);
 	new_filled_image(path, IMAGE_SECTORS * SECTOR, FILL);
-	assert_int_equal(virtio_blk_replace_image(f->blk, path), 0);
+	assert_int_equal(replace_image(f, path), 0);
 	/* Shared, as read-only disks lock their images: another may read it too. */
 	assert_true(lockable(path, LOCK_SH));
 	assert_false(lockable(path, LOCK_EX));
@@ -176,12 +190,69 @@ static void a_disk_with_an_overlay_keeps_its_image(void **state)
 	detach(f);
 	attach_options(f, &options, false);
 	new_filled_image(path, IMAGE_SECTORS * SECTOR, FILL);
-	assert_int_equal(virtio_blk_replace_image(f->blk, path), -EINVAL);
+	assert_int_equal(replace_image(f, path), -EINVAL);
 	assert_non_null(strstr(f->log_text, "overlay"));
 	assert_pattern(read_sector(f, 4, &used), 4 * SECTOR, SECTOR);
 	assert_true(lockable(path, LOCK_EX));
 	detach(f);
 	unlink(overlay);
+	unlink(path);
+}
+
+/* The swap needs the disk idle, as a pause leaves it: with a read in flight it changes
+ * nothing, and the image opened for it is let go. */
+static void a_disk_with_a_request_in_flight_is_not_swapped(void **state)
+{
+	struct fixture *f = *state;
+	char path[64] = "/tmp/mote-blk-new-XXXXXX";
+	struct virtio_blk_replacement r;
+	uint8_t landed[SECTOR];
+	int pipe_fds[2];
+
+	hold_reads_on_a_pipe(f, pipe_fds);
+	struct req held = request(f, VIRTIO_BLK_T_IN, 0, SECTOR);
+	notify_dev(f->dev);
+	new_filled_image(path, 4 * MIB, FILL);
+	assert_int_equal(virtio_blk_open_replacement(f->blk, path, &r), 0);
+	assert_int_equal(virtio_blk_swap_image(f->blk, &r), -EBUSY);
+	assert_non_null(strstr(f->log_text, "in flight"));
+	virtio_blk_replacement_close(&r);
+	assert_true(lockable(path, LOCK_EX));
+	assert_int_equal(CONFIG(f->dev, capacity), IMAGE_SECTORS);
+	assert_int_equal(f->transport.config_changes, 0);
+
+	memset(landed, 0x42, sizeof(landed));
+	assert_int_equal(write(pipe_fds[1], landed, sizeof(landed)), sizeof(landed));
+	wait_used(f, 1);
+	assert_int_equal(status_of(f, held), VIRTIO_BLK_S_OK);
+	close(pipe_fds[1]);
+	unlink(path);
+}
+
+/* A direct disk's O_DIRECT descriptor moves to the new image with the other. */
+static void a_direct_disk_reads_its_new_image_direct(void **state)
+{
+	struct fixture *f = *state;
+	char path[64] = "/tmp/mote-blk-new-XXXXXX";
+	char old_real[PATH_MAX], new_real[PATH_MAX];
+	struct virtio_blk_options options = {.direct = true};
+	int unused;
+
+	detach(f);
+	attach_options(f, &options, false);
+	new_filled_image(path, IMAGE_SECTORS * SECTOR, FILL);
+	assert_non_null(realpath(f->path, old_real));
+	assert_non_null(realpath(path, new_real));
+	assert_int_equal(fds_linked_to(old_real, &unused), 2);
+	assert_int_equal(replace_image(f, path), 0);
+	assert_int_equal(fds_linked_to(old_real, &unused), 0);
+	assert_int_equal(fds_linked_to(new_real, &unused), 2);
+
+	uint64_t data = galloc_aligned(f, SECTOR, BLK_DIRECT_ALIGN);
+	struct req r = request_at(f, VIRTIO_BLK_T_IN, 2, data, SECTOR);
+	kick_and_wait(f, 1);
+	assert_int_equal(status_of(f, r), VIRTIO_BLK_S_OK);
+	assert_filled(guest(f, data, SECTOR), FILL);
 	unlink(path);
 }
 
@@ -196,6 +267,8 @@ int main(void)
 	    TEST(an_image_that_cannot_be_had_leaves_the_disk_as_it_was),
 	    TEST(a_read_only_disk_takes_its_new_image_read_only),
 	    TEST(a_disk_with_an_overlay_keeps_its_image),
+	    TEST(a_disk_with_a_request_in_flight_is_not_swapped),
+	    TEST(a_direct_disk_reads_its_new_image_direct),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
