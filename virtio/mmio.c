@@ -50,12 +50,16 @@ static void mmio_signal_config(void *transport)
 {
 	struct virtio_mmio *mmio = transport;
 
-	/* The generation changes whenever the config does (§2.5.1), even for a driver
-	 * still reading it at its probe; the interrupt only goes to one that runs the
-	 * device, as for a needs-reset. */
+	/* The generation changes whenever the config does (§2.5.1). A driver that runs the
+	 * device is interrupted; one still at its probe, which may have read the config
+	 * already, finds the cause latched in InterruptStatus and is interrupted when it
+	 * sets DRIVER_OK (mmio_write_status); with no driver yet, the one to come reads
+	 * the config afresh. The latch is InterruptStatus itself, which snapshots keep. */
 	mmio->config_generation++;
 	if (mmio->status & VIRTIO_STATUS_DRIVER_OK)
 		mmio_raise(mmio, VIRTIO_MMIO_INT_CONFIG);
+	else if (mmio->status)
+		mmio->interrupt_status |= VIRTIO_MMIO_INT_CONFIG;
 }
 
 static void mmio_device_needs_reset(void *transport)
@@ -150,10 +154,14 @@ static void mmio_write_status(struct virtio_mmio *mmio, uint32_t value)
 	}
 	mmio->status = value;
 	if ((added & VIRTIO_STATUS_DRIVER_OK) && !(value & VIRTIO_STATUS_FAILED)) {
-		if (dev->ops->activate(dev) < 0)
+		if (dev->ops->activate(dev) < 0) {
 			mmio_needs_reset(mmio, "the device could not start");
-		else
+		} else {
 			dev->activated = true;
+			/* A config change during the driver's probe (mmio_signal_config). */
+			if (mmio->interrupt_status & VIRTIO_MMIO_INT_CONFIG)
+				mmio_raise(mmio, VIRTIO_MMIO_INT_CONFIG);
+		}
 	}
 }
 

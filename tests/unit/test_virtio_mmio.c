@@ -537,8 +537,9 @@ static void used_buffers_raise_the_interrupt_until_acknowledged(void **state)
 	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 }
 
-/* Before DRIVER_OK the generation changes (a driver may be reading the config at its
- * probe) but no interrupt goes out; once the driver runs the device, both. */
+/* A config change always changes the generation. With no driver yet it interrupts
+ * nobody (the driver to come reads the config afresh); once the driver runs the device,
+ * it interrupts at once. */
 static void a_config_change_bumps_the_generation(void **state)
 {
 	struct fixture *f = *state;
@@ -550,10 +551,27 @@ static void a_config_change_bumps_the_generation(void **state)
 	assert_int_equal(eventfd_take(f->mmio.irq_fd), 0);
 
 	bring_up(f);
+	assert_int_equal(eventfd_take(f->mmio.irq_fd), 0);
 	f->fake.dev.transport_ops->signal_config(f->fake.dev.transport);
 	assert_int_equal(rd(f, VIRTIO_MMIO_CONFIG_GENERATION), before + 2);
 	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
 	assert_int_equal(eventfd_take(f->mmio.irq_fd), 1);
+}
+
+/* A driver mid-probe (features negotiated, DRIVER_OK not yet set) may have read the
+ * config already: the change is latched and interrupts it once it sets DRIVER_OK. */
+static void a_config_change_during_the_probe_interrupts_at_driver_ok(void **state)
+{
+	struct fixture *f = *state;
+
+	negotiate(f, FAKE_FEATURES | VIRTIO_FEATURE_VERSION_1);
+	setup_queue(f, 0, QMAX);
+	f->fake.dev.transport_ops->signal_config(f->fake.dev.transport);
+	assert_int_equal(eventfd_take(f->mmio.irq_fd), 0);
+	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
+	driver_ok(f);
+	assert_int_equal(eventfd_take(f->mmio.irq_fd), 1);
+	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_CONFIG);
 }
 
 static void config_space_is_readable_and_writable_at_any_width(void **state)
@@ -643,6 +661,7 @@ int main(void)
 	    TEST(a_device_needing_reset_gets_no_more_notifications),
 	    TEST(used_buffers_raise_the_interrupt_until_acknowledged),
 	    TEST(a_config_change_bumps_the_generation),
+	    TEST(a_config_change_during_the_probe_interrupts_at_driver_ok),
 	    TEST(config_space_is_readable_and_writable_at_any_width),
 	    TEST(config_access_beyond_the_config_space_reads_zero),
 	    TEST(narrow_or_unaligned_register_accesses_are_ignored),
