@@ -612,6 +612,13 @@ int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
 
 	*r = (struct virtio_blk_replacement){
 	    .path = path, .fd = -1, .direct_fd = -1, .log = blk->log};
+	pthread_mutex_lock(&blk->dev.lock);
+	bool lost = blk->ring.lost;
+	pthread_mutex_unlock(&blk->dev.lock);
+	if (lost) {
+		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
+		return -EIO;
+	}
 	if (blk->disk.overlay) {
 		log_error(&blk->log,
 			  "%s: has an overlay, which is of its image: the image stays (restore a "
@@ -645,7 +652,7 @@ int virtio_blk_swap_image(struct virtio_blk *blk, struct virtio_blk_replacement 
 		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
 		err = -EIO;
 	} else if (blk->disk.in_flight || blk->disk.waiting) {
-		log_error(&blk->log, "%s: %u requests in flight: pause the VM first", blk->name,
+		log_error(&blk->log, "%s: %u requests still in flight: the image stays", blk->name,
 			  blk->disk.in_flight + blk->disk.waiting);
 		err = -EBUSY;
 	}
@@ -685,7 +692,9 @@ void virtio_blk_replacement_close(struct virtio_blk_replacement *r)
 	/* An image the guest wrote leaves with what it was told had landed on it, as a
 	 * disk that is unplugged: what it did not flush is made durable here. */
 	if (r->sync && r->fd >= 0 && fdatasync(r->fd) != 0)
-		log_warn(&r->log, "%s, replaced: fdatasync: %s", r->left_name, strerror(errno));
+		log_error(&r->log,
+			  "%s, replaced: fdatasync: %s: what the guest wrote last may not be on it",
+			  r->left_name, strerror(errno));
 	if (r->direct_fd >= 0)
 		close(r->direct_fd);
 	if (r->fd >= 0)

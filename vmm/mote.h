@@ -237,13 +237,16 @@ MOTE_API int mote_vm_send_ctrl_alt_del(struct mote_vm *vm);
  * disk's image itself (resized in place, say) only does that. What the guest cached of
  * the old image stays in its page cache: update a disk the guest is not using
  * (unmounted), as with a disk swapped under any running kernel. Snapshots taken
- * afterwards record path. Updates of a VM's disks take turns.
- * 0 once the disk has the new image (should the VM then fail to resume, which is
- * logged, it stays paused); -ENOENT when there is no such disk; -EINVAL for a disk with
- * an overlay (its image stays, the overlay being of it), a VM that ended, or a bad
- * argument; -EIO for a disk out of service; else the errors of opening the image
- * (-ENOENT, -EACCES, -EBUSY locked by another process, ...) and of mote_vm_pause(),
- * logged, after which the disk goes on with its image. */
+ * afterwards record path. Updates of a VM's disks take turns. As it pauses the VM,
+ * call it from a thread that outlives the VM's disk I/O, as mote_vm_pause() asks.
+ * 0 once the disk has the new image (should the old image's sync fail, or the VM then
+ * fail to resume, which stays paused, that is logged as an error); -ENOENT when there
+ * is no such disk; -EINVAL for a disk with an overlay (its image stays, the overlay
+ * being of it), a VM that ended, or a bad argument; -EIO for a disk out of service;
+ * -ENOMEM; else the errors of opening the image (-ENOENT, -EACCES, -EBUSY locked by
+ * another process, ...), of mote_vm_pause() (-EINTR when the VM ended meanwhile,
+ * -ETIMEDOUT), or -EBUSY when the disk's I/O could not be brought to rest, all logged
+ * but a VM that had ended, after which the disk goes on with its image. */
 MOTE_API int mote_vm_update_disk(struct mote_vm *vm, const char *disk, const char *path);
 
 enum mote_snapshot_type {

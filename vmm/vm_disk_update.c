@@ -26,6 +26,8 @@ static int vm_swap_disk_image(struct mote_vm *vm, unsigned index, struct virtio_
 		 * the resume below undoes that: no thread touches the disk meanwhile. */
 		ret = vm_pause_locked(vm);
 		paused_here = ret == 0;
+		if (ret == -EINTR)
+			log_error(&vm->log, "updating a disk: the VM ended meanwhile");
 	}
 	if (!ret)
 		ret = virtio_blk_swap_image(vm->disks[index], r);

@@ -94,6 +94,8 @@ static void a_bigger_image_serves_reads_and_the_guest_is_told_its_size(void **st
 	assert_true(lockable(f->path, LOCK_EX));
 	assert_false(lockable(path, LOCK_SH));
 	assert_non_null(strstr(f->log_text, path));
+	/* The device's name, which the bus and the transport point at, says so too. */
+	assert_non_null(strstr(f->dev->name, path));
 	unlink(path);
 }
 
