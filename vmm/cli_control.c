@@ -1,5 +1,5 @@
-/* `mote pause`, `resume`, `snapshot` and `restore` to a waiting mote: API clients
- * (cli_control.h). */
+/* `mote pause`, `resume`, `snapshot`, `update-disk` and `restore` to a waiting mote: API
+ * clients (cli_control.h). */
 #include "cli_control.h"
 
 #include <cjson/cJSON.h>
@@ -22,6 +22,8 @@ enum {
 	OPT_MEM,
 	OPT_DIFF,
 	OPT_RESUME,
+	OPT_DISK,
+	OPT_PATH,
 	OPT_HELP,
 };
 
@@ -31,6 +33,8 @@ static const struct option control_options[] = {
     {"mem", required_argument, NULL, OPT_MEM},
     {"diff", no_argument, NULL, OPT_DIFF},
     {"resume", no_argument, NULL, OPT_RESUME},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"path", required_argument, NULL, OPT_PATH},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -48,9 +52,10 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 		opts->command = CLI_CONTROL_RESUME;
 	else if (strcmp(name, "snapshot") == 0)
 		opts->command = CLI_CONTROL_SNAPSHOT;
+	else if (strcmp(name, "update-disk") == 0)
+		opts->command = CLI_CONTROL_UPDATE_DISK;
 	else
 		return cli_error(error, error_len, "unknown command %s", name);
-	bool snapshot = opts->command == CLI_CONTROL_SNAPSHOT;
 	cli_getopt_restart();
 	int index = -1;
 	while ((option = getopt_long(argc, argv, "", control_options, &index)) != -1) {
@@ -77,15 +82,29 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 		case OPT_RESUME:
 			opts->resume = true;
 			break;
+		case OPT_DISK:
+			if (cli_file_option_once(opts->disk, name, "disk", error, error_len))
+				return -EINVAL;
+			opts->disk = optarg;
+			break;
+		case OPT_PATH:
+			if (cli_file_option_once(opts->image_path, name, "path", error, error_len))
+				return -EINVAL;
+			opts->image_path = optarg;
+			break;
 		default: {
 			char buf[3];
 			return cli_error(error, error_len, "%s: unknown or incomplete option %s",
 					 name, cli_refused_option(argv, buf));
 		}
 		}
-		/* A snapshot's option, which pause and resume do not take (argv[optind - 1]
-		 * may be its value). */
-		if (!snapshot)
+		/* An option of another command (argv[optind - 1] may be its value). */
+		bool own = opts->command == CLI_CONTROL_SNAPSHOT
+			       ? option == OPT_STATE || option == OPT_MEM || option == OPT_DIFF ||
+				     option == OPT_RESUME
+			       : opts->command == CLI_CONTROL_UPDATE_DISK &&
+				     (option == OPT_DISK || option == OPT_PATH);
+		if (!own)
 			return cli_error(error, error_len, "%s: unknown option --%s", name,
 					 control_options[index].name);
 	}
@@ -96,9 +115,20 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 		return 0;
 	if (!opts->api_sock || !opts->api_sock[0])
 		return cli_error(error, error_len, "%s: --api-sock PATH is required", name);
-	if (snapshot && (!opts->state_path || !opts->mem_path))
+	if (opts->command == CLI_CONTROL_SNAPSHOT && (!opts->state_path || !opts->mem_path))
 		return cli_error(error, error_len,
 				 "snapshot: --state FILE and --mem FILE are required");
+	if (opts->command == CLI_CONTROL_UPDATE_DISK) {
+		if (!opts->disk || !opts->image_path || !opts->image_path[0])
+			return cli_error(error, error_len,
+					 "update-disk: --disk ID and --path FILE are required");
+		/* It goes into the request's path, /drives/ID, unescaped. */
+		if (!opts->disk[0] || strspn(opts->disk, CLI_DISK_ID_CHARS) != strlen(opts->disk))
+			return cli_error(error, error_len,
+					 "update-disk: --disk %s: an id is letters, digits, '.', "
+					 "'-' and '_'",
+					 opts->disk);
+	}
 	return 0;
 }
 
@@ -240,6 +270,27 @@ static int cli_snapshot(const struct cli_control_options *opts)
 	return code ? code : resumed;
 }
 
+static int cli_update_disk(const struct cli_control_options *opts)
+{
+	cJSON *json = cJSON_CreateObject();
+	char *body = NULL, *path = NULL;
+	long status;
+
+	if (json && cJSON_AddStringToObject(json, "drive_id", opts->disk) &&
+	    cli_add_path(json, "path_on_host", opts->image_path))
+		body = cJSON_PrintUnformatted(json);
+	cJSON_Delete(json);
+	if (!body || asprintf(&path, "/drives/%s", opts->disk) < 0) {
+		free(body);
+		fprintf(stderr, "mote: error: out of memory\n");
+		return CLI_CONTROL_REFUSED;
+	}
+	int code = cli_call(opts->api_sock, "PATCH", path, body, &status);
+	free(path);
+	free(body);
+	return code;
+}
+
 int cli_control_main(int argc, char **argv)
 {
 	struct cli_control_options opts;
@@ -255,7 +306,8 @@ int cli_control_main(int argc, char **argv)
 		printf("usage: mote %s --api-sock PATH%s (mote --help)\n", argv[0],
 		       opts.command == CLI_CONTROL_SNAPSHOT
 			   ? " --state FILE --mem FILE [--diff] [--resume]"
-			   : "");
+		       : opts.command == CLI_CONTROL_UPDATE_DISK ? " --disk ID --path FILE"
+								 : "");
 		return 0;
 	}
 	switch (opts.command) {
@@ -264,6 +316,9 @@ int cli_control_main(int argc, char **argv)
 		break;
 	case CLI_CONTROL_RESUME:
 		code = cli_call(opts.api_sock, "PATCH", "/vm", "{\"state\":\"Resumed\"}", &status);
+		break;
+	case CLI_CONTROL_UPDATE_DISK:
+		code = cli_update_disk(&opts);
 		break;
 	default:
 		code = cli_snapshot(&opts);

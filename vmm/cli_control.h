@@ -1,11 +1,14 @@
-/* `mote pause`, `mote resume`, `mote snapshot` and `mote restore --api-sock` to a waiting
- * mote: clients of a running mote's control API (api_server.h, api_client.h).
+/* `mote pause`, `mote resume`, `mote snapshot`, `mote update-disk` and `mote restore
+ * --api-sock` to a waiting mote: clients of a running mote's control API (api_server.h,
+ * api_client.h).
  *
  *   mote pause --api-sock PATH          PATCH /vm {"state": "Paused"}
  *   mote resume --api-sock PATH         PATCH /vm {"state": "Resumed"}
  *   mote snapshot --api-sock PATH --state FILE --mem FILE [--diff] [--resume]
  *       PATCH /vm Paused (if running), PUT /snapshot/create, and with --resume
  *       PATCH /vm Resumed afterwards (also when the snapshot failed)
+ *   mote update-disk --api-sock PATH --disk ID --path FILE
+ *       PATCH /drives/ID {"drive_id": ID, "path_on_host": FILE made absolute}
  *
  * Exit codes: 0 done; 1 the mote refused or failed the request (its fault_message is
  * printed); 2 bad command line; 7 nothing answers on the API socket (no such socket,
@@ -29,7 +32,11 @@ enum cli_control_command {
 	CLI_CONTROL_PAUSE,
 	CLI_CONTROL_RESUME,
 	CLI_CONTROL_SNAPSHOT,
+	CLI_CONTROL_UPDATE_DISK,
 };
+
+/* What a disk id given to update-disk may hold: it goes into the request's path. */
+#define CLI_DISK_ID_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
 
 /* Strings borrowed from argv. */
 struct cli_control_options {
@@ -39,10 +46,12 @@ struct cli_control_options {
 	const char *mem_path;
 	bool diff;
 	bool resume;
+	const char *disk; /* update-disk */
+	const char *image_path;
 	bool help;
 };
 
-/* Parses argv (argv[0] is "pause", "resume" or "snapshot"). 0, or -EINVAL with a
+/* Parses argv (argv[0] is "pause", "resume", "snapshot" or "update-disk"). 0, or -EINVAL with a
  * one-line reason in error. */
 int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, char *error,
 		      size_t error_len);

@@ -35,6 +35,7 @@ static const char usage[] =
     "       mote restore --snapshot STATE --mem MEMFILE [restore options]\n"
     "       mote pause|resume --api-sock PATH\n"
     "       mote snapshot --api-sock PATH --state FILE --mem FILE [--diff] [--resume]\n"
+    "       mote update-disk --api-sock PATH --disk ID --path FILE\n"
     "       mote merge-memory --mem FULL --mem-diff DIFF... --out FILE [--quiet]\n"
     "       mote exec --vsock PATH [exec options] [--] CMD [ARG...]\n"
     "       mote cp --vsock PATH [--port N] [--wait S] [--max-size SIZE] [--timeout S] SRC DST\n"
@@ -103,6 +104,8 @@ static const char usage[] =
     "running VM first and leaves it paused unless --resume; --diff writes only the pages\n"
     "written since the previous snapshot (needs --track-dirty-pages and an earlier\n"
     "snapshot of the VM, taken or restored from).\n"
+    "update-disk points a running VM's disk (its id, or vda, vdb...) at another image,\n"
+    "as PATCH /drives/ID does; the same path again tells the guest a new size.\n"
     "merge-memory writes FILE, a full memory file holding FULL with the diffs laid over\n"
     "it in order (each checked against its checksum, the chain against the files' ids);\n"
     "the state file of the last diff's snapshot then restores with --mem FILE alone.\n"
@@ -111,9 +114,9 @@ static const char usage[] =
     "            cannot be read or written, 6 files that are not a full file and its diffs\n"
     "            in order or whose content does not match its checksum\n"
     "\n"
-    "pause, resume, snapshot (and restore to a waiting mote) exit codes: 0 done,\n"
-    "            1 refused or failed (the reason printed), 2 usage error, 7 no mote\n"
-    "            answers on the API socket\n"
+    "pause, resume, snapshot, update-disk (and restore to a waiting mote) exit codes:\n"
+    "            0 done, 1 refused or failed (the reason printed), 2 usage error,\n"
+    "            7 no mote answers on the API socket\n"
     "\n"
     "exec runs CMD in a running guest through its agent (mote.agent on the guest's\n"
     "kernel command line); output streamed, our stdin forwarded, ^C forwarded.\n"
@@ -166,7 +169,7 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "cp") == 0)
 		return cli_cp_main(argc - 1, argv + 1);
 	if (argc >= 2 && (strcmp(argv[1], "pause") == 0 || strcmp(argv[1], "resume") == 0 ||
-			  strcmp(argv[1], "snapshot") == 0))
+			  strcmp(argv[1], "snapshot") == 0 || strcmp(argv[1], "update-disk") == 0))
 		return cli_control_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "merge-memory") == 0)
 		return cli_merge_main(argc - 1, argv + 1);

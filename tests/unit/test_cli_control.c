@@ -479,9 +479,42 @@ static void pause_and_resume_take_only_the_socket(void **state)
 	assert_non_null(strstr(error, "unknown option --mem"));
 }
 
+static void update_disk_takes_a_disk_and_a_path(void **state)
+{
+	struct cli_control_options o;
+	char error[CLI_ERROR_MAX] = "";
+	const char *words[] = {"update-disk", "--api-sock", "/a",  "--disk",
+			       "data_1",      "--path",	    "img", NULL};
+
+	(void)state;
+	assert_int_equal(parse_control(&o, error, words), 0);
+	assert_int_equal(o.command, CLI_CONTROL_UPDATE_DISK);
+	assert_string_equal(o.api_sock, "/a");
+	assert_string_equal(o.disk, "data_1");
+	assert_string_equal(o.image_path, "img");
+	/* The id goes into the request's path as it is. */
+	const char *slash[] = {"update-disk", "--api-sock", "/a",  "--disk",
+			       "a/b",	      "--path",	    "img", NULL};
+	assert_int_equal(parse_control(&o, error, slash), -EINVAL);
+	assert_non_null(strstr(error, "a/b"));
+	/* Options of other commands, both ways. */
+	const char *diff[] = {"update-disk", "--api-sock", "/a",     "--disk", "d",
+			      "--path",	     "img",	   "--diff", NULL};
+	assert_int_equal(parse_control(&o, error, diff), -EINVAL);
+	assert_non_null(strstr(error, "--diff"));
+	const char *disk[] = {"pause", "--api-sock", "/a", "--disk", "d", NULL};
+	assert_int_equal(parse_control(&o, error, disk), -EINVAL);
+	assert_non_null(strstr(error, "unknown option --disk"));
+}
+
 static void control_commands_need_their_arguments(void **state)
 {
 	const char *const cases[][10] = {
+	    {"update-disk", "--api-sock", "/a", "--disk", "d", NULL},
+	    {"update-disk", "--api-sock", "/a", "--path", "img", NULL},
+	    {"update-disk", "--disk", "d", "--path", "img", NULL},
+	    {"update-disk", "--api-sock", "/a", "--disk", "", "--path", "img", NULL},
+	    {"update-disk", "--api-sock", "/a", "--disk", "d", "--path", "", NULL},
 	    {"pause", NULL},
 	    {"resume", "--api-sock", NULL},
 	    {"snapshot", "--api-sock", "/a", "--state", "/s", NULL},
@@ -670,6 +703,7 @@ int main(void)
 	    cmocka_unit_test(restore_copies_refuse_a_shared_resource),
 	    cmocka_unit_test(snapshot_flags_are_parsed),
 	    cmocka_unit_test(pause_and_resume_take_only_the_socket),
+	    cmocka_unit_test(update_disk_takes_a_disk_and_a_path),
 	    cmocka_unit_test(control_commands_need_their_arguments),
 	    cmocka_unit_test(run_with_an_api_socket_needs_no_kernel),
 	    cmocka_unit_test(disk_overlay_from_flag_and_config),
