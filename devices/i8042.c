@@ -56,6 +56,12 @@ static bool i8042_keyboard_irq_due(const struct i8042 *dev)
 	       !(dev->control & CONTROL_KEYBOARD_DISABLED);
 }
 
+/* With lock held, so that two pulses never overlap: KVM_IRQ_LINE sets one level for
+ * all of userspace, and a pulse raised while another still holds the line high is no
+ * edge (the IOAPIC coalesces it, arch/x86/kvm/ioapic.c), so its byte would wait for
+ * an interrupt that never comes. Ctrl-Alt-Del's first pulse (from the thread that
+ * typed it) met the vCPU's pulse for its second byte that way in a loaded outer guest:
+ * the guest read one key of the three. */
 static void i8042_pulse(struct i8042 *dev, bool due)
 {
 	if (due && dev->pulse_irq)
@@ -80,9 +86,8 @@ int i8042_send_ctrl_alt_del(struct i8042 *dev)
 	}
 	for (unsigned i = 0; i < count; i++)
 		i8042_push(dev, codes[i]);
-	bool due = i8042_keyboard_irq_due(dev);
+	i8042_pulse(dev, i8042_keyboard_irq_due(dev));
 	pthread_mutex_unlock(&dev->lock);
-	i8042_pulse(dev, due);
 	return 0;
 }
 
@@ -115,8 +120,8 @@ void i8042_data_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t le
 			due = i8042_keyboard_irq_due(dev);
 		}
 	}
-	pthread_mutex_unlock(&dev->lock);
 	i8042_pulse(dev, due);
+	pthread_mutex_unlock(&dev->lock);
 }
 
 void i8042_command_access(void *opaque, uint64_t offset, uint8_t *data, uint32_t len, bool is_write)

@@ -32,7 +32,9 @@ struct i8042 {
 
 void i8042_init(struct i8042 *dev, void (*reset)(void *), void *opaque);
 
-/* Keyboard interrupts go to pulse_irq (called with opaque, from any thread). */
+/* Keyboard interrupts go to pulse_irq (called with opaque, from any thread, with the
+ * device's lock held: pulses never overlap, and pulse_irq must not call back into the
+ * device). */
 void i8042_connect_irq(struct i8042 *dev, void (*pulse_irq)(void *));
 
 /* Queues Ctrl, Alt and Del pressed then released, and interrupts the guest. The codes

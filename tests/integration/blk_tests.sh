@@ -101,10 +101,12 @@ test_ctrl_alt_del_signal_reboots_after_a_sync() {
 # reaching the guest, the command ends after its sleep and the guest powers off instead.
 # The keys are sent once the keyboard's input device has the console's keyboard handler
 # ("kbd" in /proc/bus/input/devices), which the kernel's serio thread attaches in the
-# background, maybe after init started; keys before are dropped. Waiting for the
-# driver's link in sysfs was not enough: the driver core makes it before the driver's
-# probe runs (really_probe(), drivers/base/dd.c), and twice in a loaded outer guest the
-# keys came in between and the guest powered off.
+# background, maybe after init started; keys before are dropped. The driver's link in
+# sysfs is not enough: the driver core makes it before the driver's probe runs
+# (really_probe(), drivers/base/dd.c). Twice in a loaded outer guest the guest powered
+# off instead of rebooting; once this wait had ruled the driver's probe out, a race in
+# mote was found and fixed: two IRQ 1 pulses overlapping, so that one was no edge
+# (devices/i8042.c).
 test_send_ctrl_alt_del_reboots_a_guest_with_a_keyboard_after_a_sync() {
 	local root pid reply api=$WORK/b2e.api
 	local body='{"action_type":"SendCtrlAltDel"}'

@@ -1,11 +1,13 @@
 /* The i8042's keyboard side: Ctrl-Alt-Del reaches the guest as the scan codes its
- * translation setting asks for, one interrupt per byte, and the controller answers the
- * self-tests Linux's i8042 driver runs. */
+ * translation setting asks for, one interrupt per byte, pulses that never overlap, and
+ * the controller answers the self-tests Linux's i8042 driver runs. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -109,6 +111,57 @@ static void no_interrupt_while_the_guest_has_keyboard_interrupts_off(void **stat
 	assert_int_equal(drain(&dev, got, sizeof(got)), 11);
 }
 
+/* KVM's IRQ line as the pulses see it: how many are inside at once. The first one
+ * dawdles between raising and lowering the line, as a thread descheduled there does. */
+struct irq_line {
+	int inside;
+	int overlaps;
+	int pulses;
+	int entered;
+};
+
+static void pulse_slowly_first(void *opaque)
+{
+	struct irq_line *line = opaque;
+
+	if (__atomic_add_fetch(&line->inside, 1, __ATOMIC_SEQ_CST) > 1)
+		__atomic_add_fetch(&line->overlaps, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_fetch_add(&line->pulses, 1, __ATOMIC_SEQ_CST) == 0) {
+		__atomic_store_n(&line->entered, 1, __ATOMIC_SEQ_CST);
+		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
+	}
+	__atomic_sub_fetch(&line->inside, 1, __ATOMIC_SEQ_CST);
+}
+
+static void *type_ctrl_alt_del(void *arg)
+{
+	return (void *)(intptr_t)i8042_send_ctrl_alt_del(arg);
+}
+
+/* The vCPU reads the first byte while the thread that typed the keys is still inside
+ * its pulse: its own pulse, for the next byte, waits. Overlapping, the second raise
+ * would find the line high and be no edge, and the guest would wait for ever. */
+static void pulses_from_two_threads_never_overlap(void **state)
+{
+	struct irq_line line = {0};
+	struct i8042 dev;
+	pthread_t typist;
+	void *typed;
+
+	(void)state;
+	i8042_init(&dev, NULL, &line);
+	i8042_connect_irq(&dev, pulse_slowly_first);
+	set_control(&dev, 0x01);
+	assert_int_equal(pthread_create(&typist, NULL, type_ctrl_alt_del, &dev), 0);
+	while (!__atomic_load_n(&line.entered, __ATOMIC_SEQ_CST))
+		nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+	assert_int_equal(read_data(&dev), 0x14);
+	assert_int_equal(pthread_join(typist, &typed), 0);
+	assert_int_equal((intptr_t)typed, 0);
+	assert_int_equal(line.pulses, 2);
+	assert_int_equal(line.overlaps, 0);
+}
+
 static void keys_the_guest_never_reads_do_not_pile_up(void **state)
 {
 	struct i8042 dev;
@@ -141,6 +194,7 @@ int main(void)
 	    cmocka_unit_test(ctrl_alt_del_without_translation_is_scan_code_set_2),
 	    cmocka_unit_test(ctrl_alt_del_with_translation_is_scan_code_set_1),
 	    cmocka_unit_test(no_interrupt_while_the_guest_has_keyboard_interrupts_off),
+	    cmocka_unit_test(pulses_from_two_threads_never_overlap),
 	    cmocka_unit_test(keys_the_guest_never_reads_do_not_pile_up),
 	    cmocka_unit_test(controller_answers_linux_self_tests),
 	};
