@@ -39,6 +39,21 @@ static const struct option control_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Where the value of an option given at most once goes. */
+static const char **cli_control_value(struct cli_control_options *opts, int option)
+{
+	switch (option) {
+	case OPT_STATE:
+		return &opts->state_path;
+	case OPT_MEM:
+		return &opts->mem_path;
+	case OPT_DISK:
+		return &opts->disk;
+	default:
+		return &opts->image_path;
+	}
+}
+
 int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, char *error,
 		      size_t error_len)
 {
@@ -67,30 +82,21 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 			opts->help = true;
 			continue;
 		case OPT_STATE:
-			if (cli_file_option_once(opts->state_path, name, "state", error, error_len))
-				return -EINVAL;
-			opts->state_path = optarg;
-			break;
 		case OPT_MEM:
-			if (cli_file_option_once(opts->mem_path, name, "mem", error, error_len))
+		case OPT_DISK:
+		case OPT_PATH: {
+			const char **value = cli_control_value(opts, option);
+			if (cli_file_option_once(*value, name, control_options[index].name, error,
+						 error_len))
 				return -EINVAL;
-			opts->mem_path = optarg;
+			*value = optarg;
 			break;
+		}
 		case OPT_DIFF:
 			opts->diff = true;
 			break;
 		case OPT_RESUME:
 			opts->resume = true;
-			break;
-		case OPT_DISK:
-			if (cli_file_option_once(opts->disk, name, "disk", error, error_len))
-				return -EINVAL;
-			opts->disk = optarg;
-			break;
-		case OPT_PATH:
-			if (cli_file_option_once(opts->image_path, name, "path", error, error_len))
-				return -EINVAL;
-			opts->image_path = optarg;
 			break;
 		default: {
 			char buf[3];
