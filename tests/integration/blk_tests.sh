@@ -137,8 +137,9 @@ mote.run=\"echo unsynced >/root/cad && until grep -q 'Handlers=.*kbd' /proc/bus/
 # PATCH /drives/{id}, Firecracker's update of a drive after boot, on a running guest
 # reading its data disk with O_DIRECT (nothing from its page cache): the guest sees the
 # second image's size at once (a config change) and its data, then the first image's
-# again (swapped back with `mote update-disk`). A missing image is refused and changes nothing; the image left is unlocked,
-# the one taken locked; GET /vm/config names the image in use.
+# again (swapped back with `mote update-disk`). A missing image is refused and changes
+# nothing; the image left is unlocked, the one taken locked; GET /vm/config and a
+# snapshot taken then name the image in use.
 test_a_running_guests_disk_is_pointed_at_another_image() {
 	local api=$WORK/b20.api one two pid reply
 	one=$(new_disk b20-one 4)
@@ -169,6 +170,12 @@ until [ \$(cat /sys/block/vdb/size) = 8192 ]; do sleep 0.1; done && mote-pattern
 			fail "GET /vm/config does not name the second image: $(tail -1 "$WORK/b20.config")"
 		flock -n -x "$one" true || fail "the first image is still locked"
 		flock -n -s "$two" true && fail "the second image is not locked"
+		# A snapshot taken now records the second image, not the first.
+		"$MOTE_BIN" snapshot --api-sock "$api" --state "$WORK/b20.state" --mem "$WORK/b20.mem" \
+			--resume >"$WORK/b20-snap.out" 2>&1 || fail "snapshot: $(cat "$WORK/b20-snap.out")"
+		grep -aqF "$two" "$WORK/b20.state" || fail "the snapshot does not name the second image"
+		grep -aqF "$one" "$WORK/b20.state" && fail "the snapshot still names the first image"
+		rm -f "$WORK/b20.mem"
 	else
 		fail "the guest never saw the second image"
 	fi
