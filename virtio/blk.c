@@ -590,6 +590,16 @@ int virtio_blk_freeze_overlay(struct virtio_blk *blk, const char *layer_path, bo
 	return ret;
 }
 
+/* With the device's lock held: -EIO, logged, when the disk is out of service for good
+ * (its ring given up), which no other image brings back. */
+static int blk_refuse_when_lost(struct virtio_blk *blk)
+{
+	if (!blk->ring.lost)
+		return 0;
+	log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
+	return -EIO;
+}
+
 /* Whether path names the file fd has open (a symlink to it included). */
 static bool blk_is_open_file(int fd, const char *path)
 {
@@ -613,12 +623,10 @@ int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
 	*r = (struct virtio_blk_replacement){
 	    .path = path, .fd = -1, .direct_fd = -1, .log = blk->log};
 	pthread_mutex_lock(&blk->dev.lock);
-	bool lost = blk->ring.lost;
+	err = blk_refuse_when_lost(blk);
 	pthread_mutex_unlock(&blk->dev.lock);
-	if (lost) {
-		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
-		return -EIO;
-	}
+	if (err)
+		return err;
 	if (blk->disk.overlay) {
 		log_error(&blk->log,
 			  "%s: has an overlay, which is of its image: the image stays (restore a "
@@ -645,13 +653,9 @@ int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
 
 int virtio_blk_swap_image(struct virtio_blk *blk, struct virtio_blk_replacement *r)
 {
-	int err = 0;
-
 	pthread_mutex_lock(&blk->dev.lock);
-	if (blk->ring.lost) {
-		log_error(&blk->log, "%s: out of service (its I/O ring was given up)", blk->name);
-		err = -EIO;
-	} else if (blk->disk.in_flight || blk->disk.waiting) {
+	int err = blk_refuse_when_lost(blk);
+	if (!err && (blk->disk.in_flight || blk->disk.waiting)) {
 		log_error(&blk->log, "%s: %u requests still in flight: the image stays", blk->name,
 			  blk->disk.in_flight + blk->disk.waiting);
 		err = -EBUSY;

@@ -105,8 +105,8 @@ struct virtio_blk_replacement {
 /* Opens path as the disk's next image into r: checked and locked as at create, with
  * the disk's read_only and direct. path naming the image open already (one resized in
  * place) is only sized again. -EINVAL for a disk with an overlay (its overlay is of
- * its image), -EIO for one out of service; else blk_open_image()'s errors, logged. Calls to one
- * disk must not overlap, from here to virtio_blk_replacement_close(). */
+ * its image), -EIO for one out of service; else blk_open_image()'s errors, logged.
+ * Calls to one disk must not overlap, from here to virtio_blk_replacement_close(). */
 int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
 				struct virtio_blk_replacement *r);
 
@@ -116,8 +116,9 @@ int virtio_blk_open_replacement(struct virtio_blk *blk, const char *path,
 int virtio_blk_swap_image(struct virtio_blk *blk, struct virtio_blk_replacement *r);
 
 /* Closes what r holds, the image that was not swapped in or the one swapped out (synced
- * first when the guest could write it; a failure is logged as an error). Data the guest cached from
- * the old image stays in its page cache, as with a disk swapped under a running kernel. */
+ * first when the guest could write it; a failure is logged as an error). Data the guest
+ * cached from the old image stays in its page cache, as with a disk swapped under a
+ * running kernel. */
 void virtio_blk_replacement_close(struct virtio_blk_replacement *r);
 
 /* Waits for requests in flight, then closes the image and the ring; blk may be NULL.

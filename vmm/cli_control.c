@@ -54,6 +54,24 @@ static const char **cli_control_value(struct cli_control_options *opts, int opti
 	}
 }
 
+/* Whether option belongs to command (--api-sock and --help, every command's, are taken
+ * before this is asked). */
+static bool cli_control_takes(enum cli_control_command command, int option)
+{
+	switch (option) {
+	case OPT_STATE:
+	case OPT_MEM:
+	case OPT_DIFF:
+	case OPT_RESUME:
+		return command == CLI_CONTROL_SNAPSHOT;
+	case OPT_DISK:
+	case OPT_PATH:
+		return command == CLI_CONTROL_UPDATE_DISK;
+	default:
+		return false;
+	}
+}
+
 int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, char *error,
 		      size_t error_len)
 {
@@ -105,12 +123,7 @@ int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, c
 		}
 		}
 		/* An option of another command (argv[optind - 1] may be its value). */
-		bool own = opts->command == CLI_CONTROL_SNAPSHOT
-			       ? option == OPT_STATE || option == OPT_MEM || option == OPT_DIFF ||
-				     option == OPT_RESUME
-			       : opts->command == CLI_CONTROL_UPDATE_DISK &&
-				     (option == OPT_DISK || option == OPT_PATH);
-		if (!own)
+		if (!cli_control_takes(opts->command, option))
 			return cli_error(error, error_len, "%s: unknown option --%s", name,
 					 control_options[index].name);
 	}

@@ -51,8 +51,8 @@ struct cli_control_options {
 	bool help;
 };
 
-/* Parses argv (argv[0] is "pause", "resume", "snapshot" or "update-disk"). 0, or -EINVAL with a
- * one-line reason in error. */
+/* Parses argv (argv[0] is "pause", "resume", "snapshot" or "update-disk"). 0, or -EINVAL
+ * with a one-line reason in error. */
 int cli_control_parse(struct cli_control_options *opts, int argc, char **argv, char *error,
 		      size_t error_len);
 

@@ -16,12 +16,13 @@
 static int vm_swap_disk_image(struct mote_vm *vm, unsigned index, struct virtio_blk_replacement *r,
 			      char **recorded)
 {
+	enum mote_vm_state state = mote_vm_get_state(vm);
 	bool paused_here = false;
 	int ret = 0;
 
-	if (mote_vm_get_state(vm) == MOTE_VM_ENDED) {
+	if (state == MOTE_VM_ENDED) {
 		ret = -EINVAL;
-	} else if (mote_vm_get_state(vm) != MOTE_VM_PAUSED) {
+	} else if (state != MOTE_VM_PAUSED) {
 		/* Before mote_vm_run() starts the VM, this only has it start paused until
 		 * the resume below undoes that: no thread touches the disk meanwhile. */
 		ret = vm_pause_locked(vm);

@@ -15,9 +15,7 @@
  * on the pipe past the stall bound); a reset waits for such a read however long it
  * takes, as the driver has its buffers back once the reset returns. The test driver is
  * blk_driver.h. */
-#include <dirent.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <pthread.h>
 #include <errno.h>
 #include <setjmp.h>
