@@ -137,9 +137,11 @@ mote.run=\"echo unsynced >/root/cad && until grep -q 'Handlers=.*kbd' /proc/bus/
 # PATCH /drives/{id}, Firecracker's update of a drive after boot, on a running guest
 # reading its data disk with O_DIRECT (nothing from its page cache): the guest sees the
 # second image's size at once (a config change) and its data, then the first image's
-# again (swapped back with `mote update-disk`). A missing image is refused and changes
-# nothing; the image left is unlocked, the one taken locked; GET /vm/config and a
-# snapshot taken then name the image in use.
+# again (swapped back with `mote update-disk` while the VM is paused, and seen once it
+# is resumed). A missing image is refused and changes nothing; the image left is
+# unlocked, the one taken locked; GET /vm/config and a snapshot taken then name the
+# image in use. Restored from that snapshot, the guest has the second image, and takes
+# the first once more from the restored VM's own PATCH.
 test_a_running_guests_disk_is_pointed_at_another_image() {
 	local api=$WORK/b20.api one two pid reply
 	one=$(new_disk b20-one 4)
@@ -172,16 +174,20 @@ until [ \$(cat /sys/block/vdb/size) = 8192 ]; do sleep 0.1; done && mote-pattern
 		flock -n -s "$two" true && fail "the second image is not locked"
 		# A snapshot taken now records the second image, not the first.
 		"$MOTE_BIN" snapshot --api-sock "$api" --state "$WORK/b20.state" --mem "$WORK/b20.mem" \
-			--resume >"$WORK/b20-snap.out" 2>&1 || fail "snapshot: $(cat "$WORK/b20-snap.out")"
+			>"$WORK/b20-snap.out" 2>&1 || fail "snapshot: $(cat "$WORK/b20-snap.out")"
 		grep -aqF "$two" "$WORK/b20.state" || fail "the snapshot does not name the second image"
 		grep -aqF "$one" "$WORK/b20.state" && fail "the snapshot still names the first image"
-		rm -f "$WORK/b20.mem"
 	else
 		fail "the guest never saw the second image"
 	fi
-	# Back, through the command line's client of the same request.
+	# Back, through the command line's client of the same request, while the VM is
+	# paused (the snapshot left it so): the swap makes no pause of its own, and ends
+	# none; the guest sees the change once resumed.
 	"$MOTE_BIN" update-disk --api-sock "$api" --disk data --path "$one" >"$WORK/b20-back.out" 2>&1 ||
 		fail "mote update-disk back to the first image: $(cat "$WORK/b20-back.out")"
+	api_call "$api" GET / | grep -q '"state":"Paused"' || fail "the update resumed a paused VM"
+	"$MOTE_BIN" resume --api-sock "$api" >"$WORK/b20-resume.out" 2>&1 ||
+		fail "resume: $(cat "$WORK/b20-resume.out")"
 	finish "$pid"
 	status=$?
 	expect_status 0
@@ -189,6 +195,24 @@ until [ \$(cat /sys/block/vdb/size) = 8192 ]; do sleep 0.1; done && mote-pattern
 	expect_in "$out" "pattern: verified 8388608 bytes"
 	[ "$(grep -c "pattern: verified 4194304 bytes" "$out")" -eq 2 ] ||
 		fail "the guest did not read the first image twice"
+
+	# Restored, the guest waits for the first image again with the second one in place.
+	mote_start b20-restored restore --snapshot "$WORK/b20.state" --mem "$WORK/b20.mem" \
+		--api-sock "$WORK/b20r.api"
+	pid=$mote_pid
+	await_text "restored VM running" "$err" "$pid" || fail "the restore did not run: $(tail -3 "$err")"
+	flock -n -s "$two" true && fail "the restored VM did not take the second image"
+	reply=$(api_call "$WORK/b20r.api" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$one\"}" | head -1)
+	case "$reply" in
+	"HTTP/1.1 204"*) ;;
+	*) fail "the restored VM's PATCH /drives/data answered '$reply'" ;;
+	esac
+	finish "$pid"
+	status=$?
+	rm -f "$WORK/b20.mem"
+	expect_status 0
+	expect_guest_status 0
+	expect_in "$out" "pattern: verified 4194304 bytes"
 }
 
 test_guest_writes_reach_the_image() {
