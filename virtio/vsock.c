@@ -234,7 +234,7 @@ static int vsock_activate(struct vdev *dev)
 /* Linux's driver handles an event, then gives its buffer back and notifies the event
  * queue (virtio_transport_event_work): a buffer added after the reset event was taken
  * means the guest has reset its connections. A host client accepted before that would
- * be connected, then reset with the others, and hang up: it waits in the backlog. */
+ * be connected, then reset with the others, and hang up: it waits, unread. */
 static void vsock_release_held_clients(struct virtio_vsock *vs)
 {
 	if (!vs->reset_unhandled || vs->event_pending ||

@@ -166,11 +166,11 @@ static int watch(struct vsock_mux *mux, int op, int fd, uint32_t events, void *t
  * connection of ours closes to free one (they may be taken elsewhere in the process). */
 #define LISTEN_RETRY_NS (100 * 1000000ULL)
 
-/* New clients are taken again, unless they are held (vsock_mux_hold_clients). A listener
- * still out of descriptors pauses again at its first accept. */
+/* New clients are taken again. A listener still out of descriptors pauses again at its
+ * first accept. */
 static void listener_resume(struct vsock_mux *mux)
 {
-	if (mux->listen_paused && !mux->clients_held &&
+	if (mux->listen_paused &&
 	    watch(mux, EPOLL_CTL_MOD, mux->listen_fd, EPOLLIN, &mux->listen_fd) == 0)
 		mux->listen_paused = false;
 }
@@ -184,9 +184,10 @@ static struct vsock_conn *conn_new(const struct vsock_mux *mux, int fd)
 	return vsock_conn_new(fd, full ? VSOCK_CONN_BUF_ALLOC : VSOCK_CONN_BUF_ALLOC_SMALL);
 }
 
-/* While clients are held, one still sending its CONNECT line waits too, unread and
- * without a deadline: read now, its REQUEST could reach the guest before the reset it
- * has not handled yet, which would then reset the new connection as well. */
+/* While clients are held, one still sending its CONNECT line waits unread: read now, its
+ * REQUEST could reach the guest before the reset it has not handled yet, which would
+ * then reset the new connection as well. Its deadline runs all the same: a guest that
+ * never handles the reset costs a client timeout_ms, not its whole life. */
 static bool conn_held(const struct vsock_mux *mux, const struct vsock_conn *conn)
 {
 	return mux->clients_held && conn->state == VSOCK_CONN_AWAIT_LINE;
@@ -249,16 +250,15 @@ void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
 	if (mux->listen_fd < 0 || hold == mux->clients_held)
 		return;
 	mux->clients_held = hold;
-	if (hold && !mux->listen_paused)
-		(void)watch(mux, EPOLL_CTL_MOD, mux->listen_fd, 0, &mux->listen_fd);
-	if (!hold) {
-		mux->listen_paused = true; /* watched again below, if it may be */
-		listener_resume(mux);
-	}
-	/* The clients still sending their line stop being read, or are read again. */
-	for (struct vsock_conn *conn = mux->all; conn; conn = conn->all_next)
-		if (conn->state == VSOCK_CONN_AWAIT_LINE)
+	mux->held_warned = false;
+	/* The clients still sending their line stop being read, or are read again; either
+	 * way their deadline starts again. */
+	for (struct vsock_conn *conn = mux->all; conn; conn = conn->all_next) {
+		if (conn->state == VSOCK_CONN_AWAIT_LINE) {
+			conn->deadline_phase = 0;
 			conn_update(mux, conn, VSOCK_KEEP);
+		}
+	}
 }
 
 static void reap(struct vsock_mux *mux)
@@ -299,7 +299,7 @@ static void conn_update(struct vsock_mux *mux, struct vsock_conn *conn, enum vso
 		rx_append(mux, conn);
 	else if (!wants_rx && conn->in_rx)
 		rx_remove(mux, conn);
-	unsigned phase = conn_held(mux, conn) ? 0 : vsock_conn_timed_phase(conn);
+	unsigned phase = vsock_conn_timed_phase(conn);
 	if (phase != conn->deadline_phase) {
 		conn->deadline_phase = phase;
 		conn->deadline_ns = phase ? now_ns() + mux->timeout_ms * 1000000ULL : 0;
@@ -334,6 +334,15 @@ static void on_timer(struct vsock_mux *mux)
 				    "%s: the guest did not answer a connect to its port %u from "
 				    "host port %u in %u ms",
 				    mux->name, conn->peer_port, conn->local_port, mux->timeout_ms);
+			if (conn_held(mux, conn) && !mux->held_warned) {
+				log_warn(
+				    mux->log,
+				    "%s: the guest has not handled the transport reset sent "
+				    "at its restore; host clients are closed after %u ms until "
+				    "it does",
+				    mux->name, mux->timeout_ms);
+				mux->held_warned = true;
+			}
 			conn_update(mux, conn, vsock_conn_expire(conn));
 		} else if (!next || conn->deadline_ns < next) {
 			next = conn->deadline_ns;

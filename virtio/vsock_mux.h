@@ -66,7 +66,8 @@ struct vsock_mux {
 	int timer_fd;
 	bool listen_paused; /* out of fds: accept again once a connection closes */
 	bool fds_short;	    /* said so already, until an accept succeeds */
-	bool clients_held;  /* new host clients wait in the backlog (vsock_mux_hold_clients) */
+	bool clients_held;  /* host clients wait unread (vsock_mux_hold_clients) */
+	bool held_warned;   /* a held client was closed, and the log told why */
 	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
 
 	unsigned conn_count;	    /* connections and clients still sending their CONNECT line */
@@ -103,11 +104,13 @@ void vsock_mux_host_events(struct vsock_mux *mux);
  * part. The payload is used up (sent or buffered) before this returns. */
 void vsock_mux_from_guest(struct vsock_mux *mux, const struct virtq_chain *chain);
 
-/* Whether there is something for the guest's rx queue. */
-/* Stops (hold) or resumes accepting host clients; those that connect meanwhile wait in
- * the listening socket's backlog. */
+/* Holds host clients unread (hold), or reads them again: a client held is taken in but
+ * its CONNECT line waits, so nothing reaches the guest for it. It has the deadline of a
+ * client that sends no line, timeout_ms from its arrival or from the change of hold,
+ * whichever is later: one held for longer is closed, with one warning a hold. */
 void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold);
 
+/* Whether there is something for the guest's rx queue. */
 bool vsock_mux_has_rx(const struct vsock_mux *mux);
 
 /* Whether the next guest packet can be taken: its reply has room to wait. */
