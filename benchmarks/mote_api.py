@@ -14,17 +14,33 @@ import time
 
 
 def request(sock, method, path, body=None):
-    """One HTTP/1.1 request on a connected socket; the answer's status and body."""
+    """One HTTP/1.1 request on a connected socket; the answer's status and body, taken
+    as soon as they are complete (Content-Length), as qmp.py takes QEMU's answer at its
+    end of line: the connection's close comes after, and is not waited for."""
     data = json.dumps(body).encode() if body is not None else b""
     head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
     sock.sendall(head.encode() + data)
     answer = b""
-    while chunk := sock.recv(4096):
+    while True:
+        head, sep, rest = answer.partition(b"\r\n\r\n")
+        if sep and len(rest) >= content_length(head):
+            break
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
         answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
     status = int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else 0
-    return status, body
+    return status, rest
+
+
+def content_length(head):
+    """The Content-Length of an answer's head, 0 without one."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return int(value)
+    return 0
 
 
 def instance_state(path):

@@ -29,7 +29,10 @@
 # Usage: benchmarks/run-snapshot.sh, or with KVM: MOTE_BIN=... MOTE_KERNEL_DIR=...
 # MOTE_INITRD=... benchmarks/snapshot.sh
 # Env: MOTE_BENCH_RUNS (20), MOTE_BENCH_SIZES ("128M 1G"), MOTE_BENCH_FORKS ("8 32"),
-# MOTE_BENCH_QEMU_FORK_MAX (guest MiB up to which QEMU forks too: 128).
+# MOTE_BENCH_QEMU_FORK_MAX (guest MiB up to which QEMU forks too: 128),
+# MOTE_BENCH_PAUSES (20: pauses and resumes of each monitor beyond the runs' own, which
+# are cheap, so that the pause's median is not one of a few requests that met one of
+# the emulator's slow spells).
 set -eu
 # shellcheck source=benchmarks/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -38,6 +41,7 @@ set -eu
 RUNS=${MOTE_BENCH_RUNS:-20}
 SIZES=${MOTE_BENCH_SIZES:-128M 1G}
 FORKS=${MOTE_BENCH_FORKS:-8 32}
+PAUSES=${MOTE_BENCH_PAUSES:-20}
 QEMU_FORK_MAX=${MOTE_BENCH_QEMU_FORK_MAX:-128}
 KERNEL=$MOTE_KERNEL_DIR/vmlinux
 QMP="python3 $(cd "$(dirname "$0")" && pwd)/qmp.py"
@@ -214,6 +218,10 @@ bench_mote() { # SIZE FILL
 		$MOTE_API "$d/api" snapshot diff "$d/diff.state" "$d/diff.mem" >>"$d/diff.ms"
 		$MOTE_API "$d/api" resume >/dev/null
 	done
+	for _ in $(seq 1 "$PAUSES"); do
+		$MOTE_API "$d/api" pause >>"$d/pause.ms"
+		$MOTE_API "$d/api" resume >/dev/null
+	done
 	$MOTE_API "$d/api" pause >/dev/null
 	$MOTE_API "$d/api" snapshot full "$d/full.state" "$d/full.mem" >/dev/null
 	kill -KILL $vm
@@ -350,6 +358,10 @@ bench_qemu() { # SIZE FILL
 		$QMP "$d/qmp" stop >>"$d/stop"
 		rm -f "$d/state"
 		$QMP "$d/qmp" migrate "$d/state" >>"$d/migrate"
+		$QMP "$d/qmp" cont >/dev/null
+	done
+	for _ in $(seq 1 "$PAUSES"); do
+		$QMP "$d/qmp" stop >>"$d/stop"
 		$QMP "$d/qmp" cont >/dev/null
 	done
 	$QMP "$d/qmp" stop >/dev/null
