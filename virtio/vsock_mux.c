@@ -378,12 +378,18 @@ static void on_listener(struct vsock_mux *mux)
 		struct vsock_conn *conn =
 		    mux->conn_count < VSOCK_MAX_CONNECTIONS ? conn_new(mux, fd) : NULL;
 		if (!conn || conn_add(mux, conn) != 0) {
-			log_warn(mux->log, "%s: a host client refused: %u connections", mux->name,
-				 mux->conn_count);
+			/* Once a burst, not once a client: a host program connecting in a
+			 * loop would flood the log. */
+			if (!mux->clients_refused)
+				log_warn(mux->log,
+					 "%s: host clients refused: %u connections (at most %u)",
+					 mux->name, mux->conn_count, VSOCK_MAX_CONNECTIONS);
+			mux->clients_refused = true;
 			close(fd);
 			free(conn);
 			continue;
 		}
+		mux->clients_refused = false;
 		conn_update(mux, conn, VSOCK_KEEP);
 	}
 }

@@ -64,11 +64,12 @@ struct vsock_mux {
 	struct unix_listener_id listen_id; /* the socket at uds_path, removed at the end */
 	int epoll_fd;
 	int timer_fd;
-	bool listen_paused; /* out of fds: accept again once a connection closes */
-	bool fds_short;	    /* said so already, until an accept succeeds */
-	bool clients_held;  /* host clients wait unread (vsock_mux_hold_clients) */
-	bool held_warned;   /* a held client was closed, and the log told why */
-	uint64_t timer_ns;  /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
+	bool listen_paused;   /* out of fds: accept again once a connection closes */
+	bool fds_short;	      /* said so already, until an accept succeeds */
+	bool clients_refused; /* said so already, until a client is taken */
+	bool clients_held;    /* host clients wait unread (vsock_mux_hold_clients) */
+	bool held_warned;     /* a held client was closed, and the log told why */
+	uint64_t timer_ns;    /* when the timer fires (CLOCK_MONOTONIC), 0: disarmed */
 
 	unsigned conn_count;	    /* connections and clients still sending their CONNECT line */
 	unsigned full_credit_count; /* those with VSOCK_CONN_BUF_ALLOC */
