@@ -30,10 +30,11 @@ def request(sock, method, path, body=None, keep_alive=False):
             break
         chunk = sock.recv(4096)
         if not chunk:
-            break
+            raise RuntimeError(f"{method} {path}: the connection closed mid-answer")
         answer += chunk
-    status = int(head.split()[1]) if head.startswith(b"HTTP/1.1 ") else 0
-    return status, rest
+    if not head.startswith(b"HTTP/1.1 "):
+        raise RuntimeError(f"{method} {path}: not an HTTP/1.1 answer")
+    return int(head.split()[1]), rest
 
 
 def content_length(head):
@@ -70,7 +71,9 @@ def main():
         # As qmp.py has QEMU greet it and negotiate before its clock starts: one
         # exchange first, so that the server has taken the connection in, and the
         # timed request waits for nothing but its own work.
-        request(sock, "GET", "/", keep_alive=True)
+        status, body = request(sock, "GET", "/", keep_alive=True)
+        if status != 200:
+            raise SystemExit(f"GET /: status {status}: {body.decode(errors='replace')}")
         start = time.time_ns()
         status, body = request(sock, *call)
         elapsed_ms = (time.time_ns() - start) / 1e6
