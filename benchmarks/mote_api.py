@@ -16,8 +16,9 @@ import time
 
 def request(sock, method, path, body=None, keep_alive=False):
     """One HTTP/1.1 request on a connected socket; the answer's status and body, taken
-    as soon as they are complete (Content-Length), as qmp.py takes QEMU's answer at its
-    end of line: the connection's close comes after, and is not waited for."""
+    as soon as they are complete (the head, and the body its Content-Length gives: none
+    for a 204), as qmp.py takes QEMU's answer at its end of line: the connection's
+    close comes after, and is not waited for."""
     data = json.dumps(body).encode() if body is not None else b""
     connection = "keep-alive" if keep_alive else "close"
     head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: {connection}\r\n"
