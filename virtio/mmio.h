@@ -110,6 +110,9 @@ void virtio_mmio_notify_handler(void *opaque);
  * (vdev_ops.quiesce): 0 or -ETIMEDOUT. */
 int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t stall_ns);
 
+/* Tells the device the VM runs again after paused_ns stopped (vdev_ops.resumed). */
+void virtio_mmio_resumed(struct virtio_mmio *mmio, uint64_t paused_ns);
+
 /* Appends the transport's state (registers the driver wrote, each queue's serialisable
  * state) and then the device's (vdev_ops.save) to w, inside a section the caller opened.
  * 0 or the device's negative errno. */

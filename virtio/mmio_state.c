@@ -34,6 +34,17 @@ int virtio_mmio_quiesce(struct virtio_mmio *mmio, int64_t stall_ns)
 	return err;
 }
 
+void virtio_mmio_resumed(struct virtio_mmio *mmio, uint64_t paused_ns)
+{
+	struct vdev *dev = mmio->dev;
+
+	if (!dev->ops->resumed)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	dev->ops->resumed(dev, paused_ns);
+	pthread_mutex_unlock(&dev->lock);
+}
+
 static void mmio_put_queue(struct snap_writer *w, const struct virtio_mmio_queue_regs *regs,
 			   const struct virtq *q)
 {

@@ -94,11 +94,17 @@ struct vdev_ops {
 	 *
 	 * restored: every device of the VM is loaded and the transport activated again
 	 * where the driver had set DRIVER_OK; the backend may start (vsock resets the
-	 * guest's connections, which lived in the process that took the snapshot). */
+	 * guest's connections, which lived in the process that took the snapshot).
+	 *
+	 * resumed: the VM is about to run again after a pause that stopped it for
+	 * paused_ns: a deadline the device keeps for its guest (an answer it awaits)
+	 * moves on by as much, since the guest could do nothing meanwhile. Called before
+	 * the event thread starts again. */
 	int (*quiesce)(struct vdev *dev, int64_t stall_ns);
 	int (*save)(struct vdev *dev, struct snap_writer *w);
 	int (*load)(struct vdev *dev, struct snap_reader *r, uint32_t status);
 	void (*restored)(struct vdev *dev);
+	void (*resumed)(struct vdev *dev, uint64_t paused_ns);
 };
 
 /* What a device asks of its transport. */

@@ -326,6 +326,13 @@ static void vsock_restored(struct vdev *dev)
 		vsock_reset_transport(vs);
 }
 
+static void vsock_resumed(struct vdev *dev, uint64_t paused_ns)
+{
+	struct virtio_vsock *vs = dev->impl;
+
+	vsock_mux_defer_deadlines(&vs->mux, paused_ns);
+}
+
 static const struct vdev_ops vsock_ops = {
     .features = vsock_features,
     .config_read = vsock_config_read,
@@ -336,6 +343,7 @@ static const struct vdev_ops vsock_ops = {
     .save = vsock_save,
     .load = vsock_load,
     .restored = vsock_restored,
+    .resumed = vsock_resumed,
 };
 
 void virtio_vsock_transport_reset(struct virtio_vsock *vs)

@@ -261,6 +261,17 @@ void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold)
 	}
 }
 
+void vsock_mux_defer_deadlines(struct vsock_mux *mux, uint64_t stood_ns)
+{
+	/* The timer stays armed for the earliest old deadline: it fires early, once, and
+	 * on_timer arms it for the next one. */
+	for (struct vsock_conn *conn = mux->all; conn; conn = conn->all_next)
+		if (conn->deadline_ns)
+			conn->deadline_ns += stood_ns;
+	for (unsigned i = 0; i < mux->pending_count; i++)
+		mux->pending[i].give_up_ns += stood_ns;
+}
+
 static void reap(struct vsock_mux *mux)
 {
 	while (mux->dead) {

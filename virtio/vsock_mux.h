@@ -111,6 +111,11 @@ void vsock_mux_from_guest(struct vsock_mux *mux, const struct virtq_chain *chain
  * whichever is later: one held for longer is closed, with one warning a hold. */
 void vsock_mux_hold_clients(struct vsock_mux *mux, bool hold);
 
+/* The VM stood still for stood_ns (a pause): every deadline moves on by as much, so
+ * that the pause counts neither against the guest's time to answer a connect nor
+ * against a held client's wait, nor against a connect still being retried. */
+void vsock_mux_defer_deadlines(struct vsock_mux *mux, uint64_t stood_ns);
+
 /* Whether there is something for the guest's rx queue. */
 bool vsock_mux_has_rx(const struct vsock_mux *mux);
 

@@ -192,7 +192,8 @@ int vm_pause_locked(struct mote_vm *vm)
 	pthread_mutex_unlock(&vm->lock);
 	if (ended)
 		return -EINTR;
-	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(clock_now_ns() - start_ns));
+	vm->paused_at_ns = clock_now_ns();
+	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(vm->paused_at_ns - start_ns));
 	return 0;
 }
 
@@ -208,7 +209,14 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
-	/* First what can fail (a VM restored paused has no event thread yet): a resume that
+	/* The devices first, while nothing runs; the time they are told of is then
+	 * counted again from now, so that a resume that fails does not tell it twice. */
+	if (vm->paused_at_ns) {
+		int64_t now_ns = clock_now_ns();
+		vm_virtio_resumed(vm, (uint64_t)(now_ns - vm->paused_at_ns));
+		vm->paused_at_ns = now_ns;
+	}
+	/* Then what can fail (a VM restored paused has no event thread yet): a resume that
 	 * fails leaves the VM paused, its clock too. */
 	int ret = event_loop_start(&vm->events);
 	if (ret) {
@@ -224,6 +232,7 @@ int vm_resume_locked(struct mote_vm *vm)
 		vm->clock_saved = false;
 	}
 	vm_tell_guest_it_was_stopped(vm);
+	vm->paused_at_ns = 0;
 	vm_unpark_all(vm, MOTE_VM_RUNNING);
 	log_debug(&vm->log, "resumed");
 	return 0;

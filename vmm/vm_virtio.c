@@ -100,6 +100,12 @@ int vm_virtio_quiesce(struct mote_vm *vm, int64_t stall_ns)
 	return 0;
 }
 
+void vm_virtio_resumed(struct mote_vm *vm, uint64_t paused_ns)
+{
+	for (unsigned i = 0; i < vm->virtio.count; i++)
+		virtio_mmio_resumed(&vm->virtio.transports[i], paused_ns);
+}
+
 void vm_virtio_destroy(struct mote_vm *vm)
 {
 	for (unsigned i = 0; i < vm->virtio.count; i++)

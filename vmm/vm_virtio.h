@@ -32,6 +32,10 @@ void vm_virtio_announce(const struct mote_vm *vm, struct cmdline *cmdline);
  * stalled device's -ETIMEDOUT, the devices after it not asked. */
 int vm_virtio_quiesce(struct mote_vm *vm, int64_t stall_ns);
 
+/* Tells every device the VM runs again after a pause of paused_ns (vdev_ops.resumed);
+ * the event thread is still parked. */
+void vm_virtio_resumed(struct mote_vm *vm, uint64_t paused_ns);
+
 /* Closes the transports' eventfds (after the event loop and vCPUs stopped). */
 void vm_virtio_destroy(struct mote_vm *vm);
 

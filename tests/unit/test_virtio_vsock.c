@@ -9,6 +9,7 @@
 #include "vsock_host.h"
 #include "virtio/vsock_mux.h"
 #include "virtio/vsock_uds.h"
+#include "vmm/clock.h"
 
 static void config_space_holds_the_guest_cid_little_endian(void **state)
 {
@@ -584,6 +585,59 @@ static void clients_held_past_the_timeout_are_closed_with_one_warning(void **sta
 	close(later);
 }
 
+/* A pause: the VM stands still (its event thread parked, so nothing runs the loop) for
+ * twice the timeout, and the resume tells the device for how long. */
+static void stand_still(struct vsock_fixture *f)
+{
+	int64_t start_ns = clock_now_ns();
+
+	usleep(2 * TEST_TIMEOUT_MS * 1000);
+	f->dev->ops->resumed(f->dev, (uint64_t)(clock_now_ns() - start_ns));
+}
+
+/* A pause does not count against the guest: a connect it had not answered when the VM
+ * stopped is still waiting at the resume, and the guest's answer gets through. */
+static void a_pause_does_not_count_against_a_connect_the_guest_has_not_answered(void **state)
+{
+	struct vsock_fixture *f = *state;
+	struct vsock_pkt pkt = {0};
+	char ack[32], expect[32];
+
+	int fd = host_client(f);
+	host_printf(fd, "CONNECT 64\n");
+	recv_pkt(f, &pkt, NULL);
+	assert_int_equal(pkt.op, VIRTIO_VSOCK_OP_REQUEST);
+	stand_still(f);
+	host_expect_nothing(f, fd);
+	struct gconn c = {
+	    .guest_port = 64, .host_port = pkt.src_port, .buf_alloc = GUEST_BUF_ALLOC};
+	gc_send(f, &c, VIRTIO_VSOCK_OP_RESPONSE, 0, NULL, 0);
+	int len = snprintf(expect, sizeof(expect), "OK %u\n", pkt.src_port);
+	host_read(f, fd, ack, (size_t)len);
+	assert_memory_equal(ack, expect, (size_t)len);
+	assert_null(strstr(f->log_text, "did not answer"));
+	close(fd);
+}
+
+/* Nor against a client held for a transport reset: it is still held at the resume,
+ * and closed only once its own time has run out (the pause moved the deadline on,
+ * and did not lift it). */
+static void a_pause_does_not_count_against_a_held_client(void **state)
+{
+	struct vsock_fixture *f = *state;
+
+	virtio_vsock_transport_reset(f->vsock);
+	int fd = host_client(f);
+	host_printf(fd, "CONNECT 65\n");
+	host_expect_nothing(f, fd); /* taken in, held */
+	stand_still(f);
+	host_expect_nothing(f, fd);
+	assert_string_equal(f->log_text, "");
+	assert_true(host_sees_eof_within(f, fd, TEST_TIMEOUT_MS + WAIT_MS));
+	assert_non_null(strstr(f->log_text, "has not handled the transport reset"));
+	close(fd);
+}
+
 static void transport_reset_event_waits_for_an_event_buffer(void **state)
 {
 	struct vsock_fixture *f = *state;
@@ -716,6 +770,8 @@ int main(void)
 	    TEST(transport_reset_drops_connections_and_sends_the_event),
 	    TEST(listener_and_pending_clients_survive_transport_reset),
 	    TEST(clients_held_past_the_timeout_are_closed_with_one_warning),
+	    TEST(a_pause_does_not_count_against_a_connect_the_guest_has_not_answered),
+	    TEST(a_pause_does_not_count_against_a_held_client),
 	    TEST(transport_reset_event_waits_for_an_event_buffer),
 	    TEST(device_reset_closes_connections_and_the_device_works_again),
 	    TEST(host_connect_waits_while_the_transport_waits_for_a_reset),

@@ -1,8 +1,8 @@
 /* A VM's devices in a snapshot (vm_devices.h: vm_devices_save/load; vm_virtio.h:
- * vm_virtio_quiesce): the serial port, the i8042 and every virtio transport, each in a
- * section of its own, load into a VM rebuilt with the same devices; a VM whose devices
- * differ in number or kind, and a payload cut short anywhere, are refused. The VM is a
- * bare struct mote_vm with fake virtio devices: no KVM. */
+ * vm_virtio_quiesce, vm_virtio_resumed): the serial port, the i8042 and every virtio
+ * transport, each in a section of its own, load into a VM rebuilt with the same devices; a VM whose
+ * devices differ in number or kind, and a payload cut short anywhere, are refused. The VM is a bare
+ * struct mote_vm with fake virtio devices: no KVM. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +24,8 @@ struct fake_device {
 	int quiesces;
 	int64_t stall_ns;   /* the last quiesce's */
 	int quiesce_result; /* what its quiesce answers */
+	int resumes;
+	uint64_t paused_ns; /* the last resume's */
 };
 
 static uint64_t fake_features(struct vdev *dev)
@@ -73,6 +75,14 @@ static int fake_quiesce(struct vdev *dev, int64_t stall_ns)
 	return fake->quiesce_result;
 }
 
+static void fake_resumed(struct vdev *dev, uint64_t paused_ns)
+{
+	struct fake_device *fake = dev->impl;
+
+	fake->resumes++;
+	fake->paused_ns = paused_ns;
+}
+
 /* No save or load: a device with no state of its own beyond its transport's. */
 static const struct vdev_ops fake_ops = {
     .features = fake_features,
@@ -82,6 +92,7 @@ static const struct vdev_ops fake_ops = {
     .queue_notify = fake_notify,
     .reset = fake_reset,
     .quiesce = fake_quiesce,
+    .resumed = fake_resumed,
 };
 
 struct test_vm {
@@ -254,6 +265,20 @@ static void quiesce_reaches_every_virtio_device(void **state)
 	test_vm_free(t);
 }
 
+/* A resume tells every device how long the pause stood the VM still. */
+static void resume_tells_every_virtio_device_how_long_it_stood_still(void **state)
+{
+	(void)state;
+	struct test_vm *t = test_vm_new(DEVICES, kinds);
+
+	vm_virtio_resumed(t->vm, 67890);
+	for (unsigned i = 0; i < DEVICES; i++) {
+		assert_int_equal(t->fakes[i].resumes, 1);
+		assert_int_equal(t->fakes[i].paused_ns, 67890);
+	}
+	test_vm_free(t);
+}
+
 /* A device whose I/O stalled fails the pause at once: the devices after it are not made
  * to wait too. */
 static void quiesce_stops_at_a_device_whose_io_stalled(void **state)
@@ -276,6 +301,7 @@ int main(void)
 	    cmocka_unit_test(vm_with_devices_of_other_kinds_is_refused),
 	    cmocka_unit_test(every_truncation_of_the_devices_is_refused),
 	    cmocka_unit_test(quiesce_reaches_every_virtio_device),
+	    cmocka_unit_test(resume_tells_every_virtio_device_how_long_it_stood_still),
 	    cmocka_unit_test(quiesce_stops_at_a_device_whose_io_stalled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
