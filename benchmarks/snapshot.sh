@@ -56,6 +56,10 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+# mote runs from a copy on the outer guest's own file system, as QEMU does: under
+# tools/kvm-run.sh the build sits on a 9p share, read anew at every start (~3 ms).
+cp "$MOTE_BIN" "$work/mote"
+MOTE_BIN=$work/mote
 
 now_ns() { date +%s%N; }
 ms_between() { echo "scale=3; ($2 - $1) / 1000000" | bc; }
@@ -82,7 +86,7 @@ stats() {
 	# at every pause) is given with its median.
 	printf '%s (%.1f–%.1f)%s\n' "$(echo "$values" | bench_median '%.1f')" \
 		"$(echo "$values" | head -1)" "$(echo "$values" | tail -1)" \
-		"$([ "$count" -eq "$RUNS" ] || echo " [$count runs]")"
+		"$([ "$count" -eq "$RUNS" ] || echo " [$count samples]")"
 }
 
 # pss_kib PID / private_kib PID / huge_kib PID: from /proc/PID/smaps_rollup, 0 for a
