@@ -78,8 +78,9 @@ struct mote_vm {
 	pthread_cond_t pause_cond;
 	bool clock_saved; /* paused_clock holds the guest clock of the pause */
 	struct kvm_clock_data paused_clock;
-	/* When the VM's pause stopped its guest (CLOCK_MONOTONIC), for the devices'
-	 * deadlines at the resume; 0 for a VM that starts paused. Under pause_lock. */
+	/* When a pause stopped serving the devices (CLOCK_MONOTONIC), for their deadlines
+	 * at the resume (vm_pause.c); 0 when none did (a VM that starts paused). Under
+	 * pause_lock. */
 	int64_t paused_at_ns;
 	struct vcpu_msr_list msr_list; /* what a snapshot saves of each vCPU; read at need */
 

@@ -116,6 +116,20 @@ static void vm_tell_guest_it_was_stopped(struct mote_vm *vm)
 		(void)ioctl(vm->vcpus[i].fd, KVM_KVMCLOCK_CTRL, 0);
 }
 
+/* The devices were not served from vm->paused_at_ns (the event thread asked to park) until
+ * now: a deadline they keep for their guest moves on by as much (vdev_ops.resumed).
+ * Before the event thread starts again; the time is then counted again from now, so
+ * that a resume that fails does not tell it twice. A thread held in a handler holds a
+ * disk's lock, never one that a device with this hook takes. */
+static void vm_devices_stood_still(struct mote_vm *vm)
+{
+	if (!vm->paused_at_ns)
+		return;
+	int64_t now_ns = clock_now_ns();
+	vm_virtio_resumed(vm, (uint64_t)(now_ns - vm->paused_at_ns));
+	vm->paused_at_ns = now_ns;
+}
+
 /* Undoes a pause that could not finish (what, for VM_PAUSE_WAIT_MS, because of why), in
  * a resume's order: the event thread, then the vCPUs. They are told they stood still (as
  * a resume tells them) only when every one was parked: the ioctl takes the vCPU's mutex,
@@ -126,11 +140,14 @@ static int vm_pause_abandon(struct mote_vm *vm, bool vcpus_parked, const char *w
 			    const char *why)
 {
 	if (vm_has_ended(vm)) {
+		vm->paused_at_ns = 0;
 		vm_unpark_all(vm, MOTE_VM_RUNNING);
 		return -EINTR;
 	}
 	log_error(&vm->log, "pause abandoned: %s for %d s (%s); the VM runs on", what,
 		  VM_PAUSE_WAIT_MS / 1000, why);
+	vm_devices_stood_still(vm);
+	vm->paused_at_ns = 0;
 	int ret = event_loop_start(&vm->events);
 	if (ret)
 		log_error(&vm->log, "restarting the event thread: %s", strerror(-ret));
@@ -157,10 +174,13 @@ int vm_pause_locked(struct mote_vm *vm)
 		return -EINVAL;
 	/* The event thread parks while the vCPUs are stopped, not after: each takes a few
 	 * thread wakeups, and a pause is what a client waits for. A queue notified
-	 * meanwhile waits in its ioeventfd for the resume, as it would after the pause. */
+	 * meanwhile waits in its ioeventfd for the resume, as it would after the pause.
+	 * From here the devices are not served. */
+	vm->paused_at_ns = clock_now_ns();
 	event_loop_ask_park(&vm->events);
 	enum vm_park_result parked = vm_park_all(vm, deadline_ns);
 	if (parked == VM_PARK_ENDED) {
+		vm->paused_at_ns = 0;
 		vm_unpark_all(vm, MOTE_VM_RUNNING);
 		/* The VM is ending; its end stops the thread, parked or not. */
 		return -EINTR;
@@ -192,8 +212,7 @@ int vm_pause_locked(struct mote_vm *vm)
 	pthread_mutex_unlock(&vm->lock);
 	if (ended)
 		return -EINTR;
-	vm->paused_at_ns = clock_now_ns();
-	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(vm->paused_at_ns - start_ns));
+	log_info(&vm->log, "paused in " VM_MS_FMT " ms", VM_MS_ARGS(clock_now_ns() - start_ns));
 	return 0;
 }
 
@@ -209,13 +228,7 @@ int vm_resume_locked(struct mote_vm *vm)
 		return 0;
 	if (state != MOTE_VM_PAUSED)
 		return -EINVAL;
-	/* The devices first, while nothing runs; the time they are told of is then
-	 * counted again from now, so that a resume that fails does not tell it twice. */
-	if (vm->paused_at_ns) {
-		int64_t now_ns = clock_now_ns();
-		vm_virtio_resumed(vm, (uint64_t)(now_ns - vm->paused_at_ns));
-		vm->paused_at_ns = now_ns;
-	}
+	vm_devices_stood_still(vm);
 	/* Then what can fail (a VM restored paused has no event thread yet): a resume that
 	 * fails leaves the VM paused, its clock too. */
 	int ret = event_loop_start(&vm->events);

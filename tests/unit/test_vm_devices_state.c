@@ -1,8 +1,9 @@
 /* A VM's devices in a snapshot (vm_devices.h: vm_devices_save/load; vm_virtio.h:
  * vm_virtio_quiesce, vm_virtio_resumed): the serial port, the i8042 and every virtio
- * transport, each in a section of its own, load into a VM rebuilt with the same devices; a VM whose
- * devices differ in number or kind, and a payload cut short anywhere, are refused. The VM is a bare
- * struct mote_vm with fake virtio devices: no KVM. */
+ * transport, each in a section of its own, load into a VM rebuilt with the same
+ * devices; a VM whose devices differ in number or kind, and a payload cut short
+ * anywhere, are refused. The VM is a bare struct mote_vm with fake virtio devices: no
+ * KVM. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -279,6 +280,38 @@ static void resume_tells_every_virtio_device_how_long_it_stood_still(void **stat
 	test_vm_free(t);
 }
 
+/* A resume tells the devices, once, how long they stood still: from when the pause
+ * stopped serving them to the resume. The VM is a paused one's state, with no vCPU. */
+static void resume_tells_the_devices_once_how_long_the_pause_stood_them_still(void **state)
+{
+	(void)state;
+	struct test_vm *t = test_vm_new(DEVICES, kinds);
+	struct mote_vm *vm = t->vm;
+
+	pthread_mutex_init(&vm->lock, NULL);
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
+	assert_int_equal(event_loop_init(&vm->events), 0);
+	vm->run_started = true;
+	vm->state = MOTE_VM_PAUSED;
+	int64_t stood_ns = 5 * NS_PER_MS;
+	vm->paused_at_ns = clock_now_ns() - stood_ns;
+	assert_int_equal(mote_vm_resume(vm), 0);
+	assert_int_equal(mote_vm_get_state(vm), MOTE_VM_RUNNING);
+	for (unsigned i = 0; i < DEVICES; i++) {
+		assert_int_equal(t->fakes[i].resumes, 1);
+		assert_in_range(t->fakes[i].paused_ns, stood_ns, stood_ns + 10 * NS_PER_S);
+	}
+	/* Running: a resume changes nothing and tells nothing. */
+	assert_int_equal(mote_vm_resume(vm), 0);
+	assert_int_equal(t->fakes[0].resumes, 1);
+	event_loop_destroy(&vm->events);
+	pthread_cond_destroy(&vm->pause_cond);
+	pthread_mutex_destroy(&vm->pause_lock);
+	pthread_mutex_destroy(&vm->lock);
+	test_vm_free(t);
+}
+
 /* A device whose I/O stalled fails the pause at once: the devices after it are not made
  * to wait too. */
 static void quiesce_stops_at_a_device_whose_io_stalled(void **state)
@@ -302,6 +335,7 @@ int main(void)
 	    cmocka_unit_test(every_truncation_of_the_devices_is_refused),
 	    cmocka_unit_test(quiesce_reaches_every_virtio_device),
 	    cmocka_unit_test(resume_tells_every_virtio_device_how_long_it_stood_still),
+	    cmocka_unit_test(resume_tells_the_devices_once_how_long_the_pause_stood_them_still),
 	    cmocka_unit_test(quiesce_stops_at_a_device_whose_io_stalled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
