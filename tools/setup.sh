@@ -5,7 +5,7 @@ set -eu
 
 packages="
 build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
-libcmocka-dev libcjson-dev liburing-dev libfdt-dev zlib1g-dev libxxhash-dev
+libcmocka-dev libcjson-dev liburing-dev libfdt-dev zlib1g-dev libxxhash-dev libseccomp-dev
 libhttp-parser-dev libcurl4-openssl-dev
 linux-source-6.1 bc flex bison libelf-dev libssl-dev lz4 xz-utils kmod cpio
 busybox-static qemu-system-x86 e2fsprogs socat git iperf3 iproute2 python3 dmsetup

@@ -137,6 +137,7 @@ enum {
 	OPT_VSOCK,
 	OPT_TRACK_DIRTY,
 	OPT_EXIT_AT_BOOT,
+	OPT_NO_SECCOMP,
 	OPT_API_SOCK,
 	OPT_QUIET,
 	OPT_HELP,
@@ -157,6 +158,7 @@ static const struct option run_options[] = {
     {"vsock", required_argument, NULL, OPT_VSOCK},
     {"track-dirty-pages", no_argument, NULL, OPT_TRACK_DIRTY},
     {"exit-at-boot", no_argument, NULL, OPT_EXIT_AT_BOOT},
+    {"no-seccomp", no_argument, NULL, OPT_NO_SECCOMP},
     {"api-sock", required_argument, NULL, OPT_API_SOCK},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"help", no_argument, NULL, OPT_HELP},
@@ -207,6 +209,9 @@ static int apply_run_option(struct cli_options *opts, int option, const char *ar
 		return cli_vsock_parse(opts, arg, error, error_len);
 	case OPT_TRACK_DIRTY:
 		opts->track_dirty_pages = true;
+		return 0;
+	case OPT_NO_SECCOMP:
+		opts->no_seccomp = true;
 		return 0;
 	case OPT_EXIT_AT_BOOT:
 		opts->exit_at_boot = true;

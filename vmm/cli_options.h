@@ -67,6 +67,7 @@ struct cli_options {
 	bool exit_at_boot;	/* end the VM at the guest's boot-complete write */
 	char *api_sock;		/* serve the control API on this Unix socket, or NULL */
 	bool quiet;
+	bool no_seccomp; /* run without the seccomp filter (mote_restrict_syscalls) */
 };
 
 #define CLI_ERROR_MAX 256

@@ -134,6 +134,7 @@ enum {
 	OPT_HELP,
 	OPT_CONSOLE_MAX,
 	OPT_VERIFY_MEMORY,
+	OPT_NO_SECCOMP,
 };
 
 static const struct option restore_options[] = {
@@ -151,6 +152,7 @@ static const struct option restore_options[] = {
     {"console-max-size", required_argument, NULL, OPT_CONSOLE_MAX},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"copies", required_argument, NULL, OPT_COPIES},
+    {"no-seccomp", no_argument, NULL, OPT_NO_SECCOMP},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -196,6 +198,9 @@ static int cli_restore_option(struct cli_restore_options *opts, int option, cons
 		return 0;
 	case OPT_VERIFY_MEMORY:
 		r->verify_memory = true;
+		return 0;
+	case OPT_NO_SECCOMP:
+		opts->no_seccomp = true;
 		return 0;
 	case OPT_API_SOCK:
 		return cli_api_sock_set(&opts->api_sock, arg, error, error_len);
@@ -406,11 +411,15 @@ int cli_restore_main(int argc, char **argv, int64_t start_ns)
 		code = cli_restore_copies(&opts, start_ns);
 	} else if (opts.api_sock && cli_api_socket_is_served(opts.api_sock)) {
 		/* A mote waits there (`mote run --api-sock` without a kernel): load into it. */
-		if (opts.console_given || opts.console_max_given) {
+		const char *flag = opts.console_given	    ? "--console"
+				   : opts.console_max_given ? "--console-max-size"
+				   : opts.no_seccomp	    ? "--no-seccomp"
+							    : NULL;
+		if (flag) {
 			fprintf(stderr,
 				"mote: restore: %s does not apply to a snapshot sent to a "
-				"running mote (it has its own console)\n",
-				opts.console_given ? "--console" : "--console-max-size");
+				"running mote (its console and seccomp filter are its own)\n",
+				flag);
 			code = CLI_EXIT_USAGE;
 		} else {
 			code = cli_restore_send(&opts);

@@ -2,7 +2,7 @@
  *   mote restore --snapshot STATE --mem MEMFILE [--mem-diff FILE]...
  *                [--disk NAME:path=IMG,overlay=FILE]... [--net NAME=TAP]...
  *                [--vsock-uds PATH] [--paused] [--track-dirty-pages]
- *                [--api-sock PATH] [--console KIND] [--quiet] [--copies N]
+ *                [--api-sock PATH] [--console KIND] [--quiet] [--copies N] [--no-seccomp]
  * NAME is a disk's id or the guest's name for it (vda), a NIC's id or guest name (eth0).
  * --paused needs --api-sock (a `mote resume --api-sock` continues the VM).
  * With --api-sock naming a socket a mote already serves, the snapshot is loaded into
@@ -29,6 +29,7 @@ struct cli_restore_options {
 	bool console_given;
 	bool console_max_given; /* --console-max-size */
 	bool quiet;
+	bool no_seccomp; /* run without the seccomp filter (mote_restrict_syscalls) */
 	bool help;
 	unsigned copies; /* VMs restored from the snapshot: 1 unless --copies */
 };

@@ -401,6 +401,25 @@ MOTE_API int mote_memory_merge(const struct mote_memory_merge_params *params);
  * overlay's cluster up from such a file; the VM's end waits for either. */
 MOTE_API void mote_vm_destroy(struct mote_vm *vm);
 
+/* Puts the calling process under a seccomp filter that refuses, with EPERM, the
+ * system calls a monitor never makes and that code a hostile guest took over in it would
+ * want: starting programs or processes (execve, fork, clone of anything but a thread),
+ * ptrace and other processes' memory, signals to any other process, sockets of any
+ * family but AF_UNIX, typing into a terminal (TIOCSTI, TIOCLINUX), and changes to the
+ * host kernel's state (modules, kexec, mounts, namespaces, BPF, perf events,
+ * userfaultfd, keys, the clock, swap, reboot); a system call of another ABI (int 0x80,
+ * x32) ends the process (README: "Host protection"). Everything
+ * libmote does stays allowed, so call it at any point, VMs running or not; `mote run`
+ * and `mote restore` call it before they build a VM (`--no-seccomp` to leave it out).
+ * It covers every thread of the process, those it starts later and any process it
+ * might still start, and cannot be undone. It is a deny list, not an allow list:
+ * opening files, and anything an io_uring request does, stay possible. 0, or a negative
+ * errno: -EINVAL or -ENOSYS when the kernel has no seccomp filters, -ESRCH when a thread
+ * of the process could not take it (another filter of its own forbids that). In a
+ * program built with AddressSanitizer, LeakSanitizer's check at the end then fails (it
+ * needs ptrace and a process of its own). */
+MOTE_API int mote_restrict_syscalls(void);
+
 MOTE_API const char *mote_version(void);
 
 #ifdef __cplusplus

@@ -3,7 +3,8 @@
  * `snapshot` (and `restore` to a waiting mote) in cli_control.h, `mote exec` and
  * `mote cp` in cli_exec.h. `mote run` and `mote restore` (README):
  *   0  the guest powered off or rebooted
- *   1  the VM failed while running, or was stopped by a signal
+ *   1  the VM failed while running, or was stopped by a signal, or the seccomp
+ *      filter could not be installed
  *   2  bad command line or config file
  *   3  KVM unavailable or missing a capability
  *   4  kernel, initrd, disk, console file, TAP, vsock socket, --api-sock path or
@@ -73,6 +74,9 @@ static const char usage[] =
     "                       on this Unix socket; without --kernel, wait for the VM's\n"
     "                       configuration and InstanceStart, or a snapshot, through it\n"
     "  --quiet              no progress messages on stderr\n"
+    "  --no-seccomp         run without mote's seccomp filter, which otherwise refuses\n"
+    "                       what a monitor never needs: exec, new processes, ptrace,\n"
+    "                       signals to others, non-Unix sockets, mounts, modules, bpf...\n"
     "\n"
     "restore options (the VM runs in this process; with --api-sock naming a socket a\n"
     "waiting `mote run --api-sock` serves, the snapshot is loaded into that mote):\n"
@@ -87,16 +91,18 @@ static const char usage[] =
     "  --track-dirty-pages  track written pages, for diff snapshots of the restored VM\n"
     "  --verify-memory      read the memory files whole first and refuse one whose\n"
     "                       content does not match its checksum (damaged or changed)\n"
-    "  --api-sock PATH, --console KIND, --console-max-size SIZE, --quiet   as for run\n"
+    "  --api-sock PATH, --console KIND, --console-max-size SIZE, --quiet, --no-seccomp\n"
+    "                       as for run\n"
     "  --copies N           fork N copies (1-256) in this process, restored in parallel;\n"
     "                       {i} in a path or TAP name is each copy's number (1..N), and\n"
     "                       each API socket, vsock socket, console file, overlay and TAP\n"
     "                       given needs it; console none unless file:PATH; exit 0 when\n"
     "                       every copy's guest powered off\n"
     "\n"
-    "run and restore exit codes: 0 guest powered off or rebooted, 1 VM failed or\n"
-    "            stopped by a signal, 2 usage error, 3 no usable KVM, 4 unusable kernel,\n"
-    "            initrd, disk, console file, TAP, vsock or API socket, snapshot file,\n"
+    "run and restore exit codes: 0 guest powered off or rebooted, 1 VM failed, stopped\n"
+    "            by a signal, or the seccomp filter refused by the kernel, 2 usage\n"
+    "            error, 3 no usable KVM, 4 unusable kernel, initrd, disk, console file,\n"
+    "            TAP, vsock or API socket, snapshot file,\n"
     "            5 guest panic, 6 snapshot damaged, of another version, or not matching\n"
     "            its memory file or the overrides\n"
     "\n"

@@ -257,3 +257,28 @@ test_sigterm_stops_the_vm() {
 	expect_status 1
 	expect_in "$err" "stopped"
 }
+
+# mote runs its VM under its seccomp filter (mote.h: mote_restrict_syscalls), and a
+# guest boots and runs under it (as every other test's VM does); --no-seccomp leaves
+# the filter out. What the filter refuses is tested in tests/unit/test_syscall_filter.c.
+test_a_running_vm_is_under_the_seccomp_filter_unless_told_otherwise() {
+	local flag want seccomp booted
+	for flag in "" --no-seccomp; do
+		want=2
+		[ -n "$flag" ] && want=0
+		# shellcheck disable=SC2086 # no flag is no word
+		mote_start t25 run --kernel "$VMLINUX" --initrd "$MOTE_INITRD" \
+			--cmdline "$BASE_CMDLINE mote.run=\"sleep 1000\"" $flag
+		booted=0
+		for _ in $(seq 1 "$TIMEOUT"); do
+			grep -q "boot complete" "$out" 2>/dev/null && { booted=1; break; }
+			sleep 1
+		done
+		seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' "/proc/$mote_pid/status")
+		kill -TERM "$mote_pid"
+		finish "$mote_pid"
+		[ $booted -eq 1 ] || fail "the guest did not boot within ${TIMEOUT} s (${flag:-filtered})"
+		[ "$seccomp" = "$want" ] ||
+			fail "mote ${flag:-without flags} ran with Seccomp: ${seccomp:-?}, expected $want"
+	done
+}

@@ -85,6 +85,7 @@ static void restore_flags_fill_every_setting(void **state)
 			       "file:/tmp/c1",
 			       "--console-max-size",
 			       "1M",
+			       "--no-seccomp",
 			       NULL};
 	const struct mote_restore_config *r = &o.restore;
 
@@ -111,6 +112,7 @@ static void restore_flags_fill_every_setting(void **state)
 	assert_int_equal(o.console, MOTE_CONSOLE_FILE);
 	assert_string_equal(o.console_path, "/tmp/c1");
 	assert_int_equal(o.console_max_bytes, 1u << 20);
+	assert_true(o.no_seccomp);
 	cli_restore_options_free(&o);
 }
 
@@ -125,6 +127,7 @@ static void restore_defaults_run_at_once_on_stdio(void **state)
 	assert_false(o.restore.paused);
 	assert_false(o.restore.track_dirty_pages);
 	assert_false(o.restore.verify_memory);
+	assert_false(o.no_seccomp);
 	assert_int_equal(o.restore.mem_diff_count, 0);
 	assert_null(o.api_sock);
 	assert_int_equal(o.console, MOTE_CONSOLE_FDS);

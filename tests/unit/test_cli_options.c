@@ -43,6 +43,7 @@ static void run_flags_fill_every_setting(void **state)
 			      "--exit-at-boot",
 			      "--console-max-size",
 			      "64M",
+			      "--no-seccomp",
 			      NULL};
 
 	(void)state;
@@ -57,6 +58,7 @@ static void run_flags_fill_every_setting(void **state)
 	assert_string_equal(o.console_path, "/tmp/out");
 	assert_int_equal(o.console_max_bytes, 64 * MIB);
 	assert_true(o.exit_at_boot);
+	assert_true(o.no_seccomp);
 	cli_options_free(&o);
 }
 
@@ -74,6 +76,7 @@ static void defaults_are_one_cpu_128m_stdio(void **state)
 	assert_int_equal(o.console_max_bytes, 0);
 	assert_null(o.initrd);
 	assert_false(o.exit_at_boot);
+	assert_false(o.no_seccomp);
 	cli_options_free(&o);
 }
 
