@@ -19,6 +19,7 @@
 
 #include "agent_client.h"
 #include "cli_options.h"
+#include "cli_run.h"
 #include "size_parse.h"
 
 #define GUEST_PREFIX "guest:"
@@ -31,6 +32,7 @@ enum {
 	OPT_ENV,
 	OPT_CWD,
 	OPT_MAX_SIZE,
+	OPT_NO_SECCOMP,
 };
 
 static const struct option agent_options[] = {
@@ -41,6 +43,7 @@ static const struct option agent_options[] = {
     {"env", required_argument, NULL, OPT_ENV},
     {"cwd", required_argument, NULL, OPT_CWD},
     {"max-size", required_argument, NULL, OPT_MAX_SIZE},
+    {"no-seccomp", no_argument, NULL, OPT_NO_SECCOMP},
     {"tty", no_argument, NULL, 't'},
     {NULL, 0, NULL, 0},
 };
@@ -134,6 +137,9 @@ static int parse_agent_options(struct cli_agent_options *opts, const char *name,
 				return parse_error(error, error_len,
 						   "%s: --max-size %s: not a size such as 512M",
 						   name, arg);
+			break;
+		case OPT_NO_SECCOMP:
+			opts->no_seccomp = true;
 			break;
 		case OPT_ENV:
 		case OPT_CWD:
@@ -453,6 +459,12 @@ int cli_exec_main(int argc, char **argv)
 		cli_agent_options_free(&opts);
 		return CLI_EXEC_USAGE;
 	}
+	/* What the guest's agent sends is parsed here: under the filter, as in a VM's
+	 * monitor. */
+	if (cli_restrict_syscalls(opts.no_seccomp)) {
+		cli_agent_options_free(&opts);
+		return CLI_EXEC_UNREACHABLE;
+	}
 	struct mote_agent *agent = connect_agent(&opts, &log);
 	code = agent ? run_exec(&opts, agent, &log) : CLI_EXEC_UNREACHABLE;
 	mote_agent_close(agent);
@@ -635,6 +647,10 @@ int cli_cp_main(int argc, char **argv)
 		fprintf(stderr, "mote %s\n", error);
 		cli_agent_options_free(&opts);
 		return CLI_EXEC_USAGE;
+	}
+	if (cli_restrict_syscalls(opts.no_seccomp)) {
+		cli_agent_options_free(&opts);
+		return CLI_CP_FAILED;
 	}
 	struct mote_agent *agent = connect_agent(&opts, &log);
 	int code = CLI_EXEC_UNREACHABLE;

@@ -6,10 +6,12 @@
  *   128+N    the command was killed by signal N
  *   124      --timeout passed; the command was killed
  *   125      the agent could not be reached, refused the request, or the connection
- *            to it failed (the message says which)
+ *            to it failed (the message says which); or the seccomp filter could not
+ *            be installed
  *   127      the command could not be started (no such program, bad --cwd, ...)
  *   2        bad command line
- * `mote cp`: 0 copied, 1 not copied (the message says why), 2 bad command line,
+ * `mote cp`: 0 copied, 1 not copied (the message says why; or the seccomp filter could
+ * not be installed), 2 bad command line,
  * 125 the agent could not be reached or the connection failed. */
 #ifndef MOTE_CLI_EXEC_H
 #define MOTE_CLI_EXEC_H
@@ -42,6 +44,7 @@ struct cli_agent_options {
 	const char *src; /* cp */
 	const char *dst;
 	uint64_t max_size; /* cp: largest download, 0 for no limit */
+	bool no_seccomp;   /* run without the seccomp filter (cli_restrict_syscalls) */
 };
 
 void cli_agent_options_free(struct cli_agent_options *opts);

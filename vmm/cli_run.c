@@ -251,22 +251,17 @@ static int cli_serve(struct vm_controller *c, struct cli_context *ctx, const cha
 	return code;
 }
 
-/* The process goes under the seccomp filter (mote.h: mote_restrict_syscalls) before it
- * builds a VM, unless the user said --no-seccomp. In a build with a leak checker, the
- * filter leaves it what it needs at the end. 0, or the exit code once said why not. */
-static int cli_restrict_syscalls(bool no_seccomp)
+int cli_restrict_syscalls(bool no_seccomp)
 {
 	if (no_seccomp)
 		return 0;
 	int err = syscall_filter_install(syscall_filter_leak_checker_built_in());
-	if (err) {
+	if (err)
 		fprintf(stderr,
 			"mote: error: cannot install the seccomp filter: %s (--no-seccomp runs "
 			"without it)\n",
 			strerror(-err));
-		return CLI_EXIT_VM_FAILED;
-	}
-	return 0;
+	return err;
 }
 
 int cli_run_vm(struct cli_options *opts, int64_t start_ns)
@@ -277,10 +272,10 @@ int cli_run_vm(struct cli_options *opts, int64_t start_ns)
 	bool has_kernel = opts->kernel != NULL;
 	bool stdio = opts->console == MOTE_CONSOLE_FDS;
 	char *api_sock = opts->api_sock;
-	int code = cli_restrict_syscalls(opts->no_seccomp);
+	int code;
 
-	if (code)
-		return code;
+	if (cli_restrict_syscalls(opts->no_seccomp))
+		return CLI_EXIT_VM_FAILED;
 	opts->api_sock = NULL; /* ours, not the controller's */
 	vm_controller_init(&c, opts, start_ns, cli_log, &ctx);
 	code = cli_serve(&c, &ctx, api_sock, has_kernel ? &start : NULL,
@@ -313,10 +308,10 @@ int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns)
 	struct cli_context ctx = {.quiet = opts->quiet};
 	struct vm_command load = {.kind = VM_COMMAND_SNAPSHOT_LOAD};
 	struct vm_controller c;
-	int code = cli_restrict_syscalls(opts->no_seccomp);
+	int code;
 
-	if (code)
-		return code;
+	if (cli_restrict_syscalls(opts->no_seccomp))
+		return CLI_EXIT_VM_FAILED;
 	if (cli_restore_controller_init(&c, opts, start_ns, &ctx))
 		return CLI_EXIT_VM_FAILED;
 	load.snapshot_load.restore = opts->restore;
@@ -409,10 +404,8 @@ int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns)
 		fprintf(stderr, "mote: error: out of memory\n");
 		goto out;
 	}
-	code = cli_restrict_syscalls(opts->no_seccomp);
-	if (code)
+	if (cli_restrict_syscalls(opts->no_seccomp))
 		goto out;
-	code = CLI_EXIT_VM_FAILED;
 	for (; ready < n; ready++) {
 		struct cli_copy *copy = &copies[ready];
 

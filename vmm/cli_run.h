@@ -48,6 +48,12 @@ int cli_restore_vm(const struct cli_restore_options *opts, int64_t start_ns);
  * powered off, else the first failing copy's exit code. */
 int cli_restore_copies(const struct cli_restore_options *opts, int64_t start_ns);
 
+/* Puts the process under the seccomp filter (mote.h: mote_restrict_syscalls), unless
+ * no_seccomp; in a build with a leak checker, the filter leaves it what it needs at the
+ * end. 0, or a negative errno once said why on stderr. Every command that runs a VM or
+ * reads what a guest sends (exec, cp) calls it before it starts. */
+int cli_restrict_syscalls(bool no_seccomp);
+
 /* The exit code for an error of mote_vm_create() / mote_vm_restore(). */
 int cli_exit_code_for_create_error(int err);
 int cli_exit_code_for_restore_error(int err);

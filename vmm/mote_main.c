@@ -140,10 +140,13 @@ static const char usage[] =
     "                       stdout), our terminal raw meanwhile, its size followed\n"
     "  --max-size SIZE      cp: refuse a download larger than SIZE (e.g. 512M); the\n"
     "                       guest decides what it sends, so bound it when in doubt\n"
+    "  --no-seccomp         run without the seccomp filter (what the agent sends is\n"
+    "                       read under it otherwise, as in run)\n"
     "exec exit codes: the command's status, 128+N if killed by signal N, 124 timed\n"
-    "            out, 125 agent unreachable or connection failed, 127 could not start\n"
-    "            the command, 2 usage error\n"
-    "cp exit codes: 0 copied, 1 not copied, 2 usage error, 125 agent unreachable\n";
+    "            out, 125 agent unreachable, connection failed or seccomp filter\n"
+    "            refused, 127 could not start the command, 2 usage error\n"
+    "cp exit codes: 0 copied, 1 not copied (or seccomp filter refused), 2 usage error,\n"
+    "            125 agent unreachable\n";
 
 /* A VM's descriptors: KVM's, an eventfd or two per queue, its files, and one per vsock
  * connection, up to 1023 each (a guest may open them all). The usual soft limit of 1024

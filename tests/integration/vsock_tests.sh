@@ -298,3 +298,32 @@ test_ten_agent_commands_run_at_once_each_get_their_own_output() {
 	expect_status 0
 	[ $bad -eq 0 ] || fail "$bad of 10 concurrent commands returned the wrong output or status"
 }
+
+# What the guest's agent sends is read under the seccomp filter (README: "Host
+# protection"), as in the VM's own monitor; --no-seccomp leaves it out. A command the
+# client waits for shows the client's /proc status.
+test_mote_exec_reads_the_agent_under_the_seccomp_filter_unless_told_otherwise() {
+	uds=$WORK/a9.sock
+	agent_vm_start a9 "$uds"
+	local flag want seccomp pid i
+	for flag in "" --no-seccomp; do
+		want=2
+		[ -n "$flag" ] && want=0
+		# Not under timeout: $! must be mote's pid (finish bounds the wait).
+		# shellcheck disable=SC2086 # no flag is no word
+		"$MOTE_BIN" exec --vsock "$uds" --wait 120 $flag -- \
+			sh -c 'echo started; sleep 3' \
+			</dev/null >"$WORK/a9-exec.stdout" 2>"$WORK/a9-exec.stderr" &
+		pid=$!
+		for i in $(seq 1 1200); do
+			grep -q started "$WORK/a9-exec.stdout" && break
+			sleep 0.1
+		done
+		seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' "/proc/$pid/status")
+		finish "$pid"
+		[ "$seccomp" = "$want" ] ||
+			fail "mote exec ${flag:-without flags} ran with Seccomp: ${seccomp:-?}, expected $want"
+	done
+	agent_vm_stop a9
+	expect_status 0
+}

@@ -16,10 +16,10 @@
 
 static void exec_options_stop_at_the_command(void **state)
 {
-	char *argv[] = {"exec",	 "--vsock", "/run/vm.sock", "--env",	 "A=1",
-			"--env", "B=x=y",   "--cwd",	    "/tmp",	 "--port",
-			"1024",	 "--wait",  "2.5",	    "--timeout", "1",
-			"ls",	 "-l",	    "--vsock",	    "elsewhere", NULL};
+	char *argv[] = {
+	    "exec",  "--vsock",	     "/run/vm.sock", "--env", "A=1",	 "--env",     "B=x=y",
+	    "--cwd", "/tmp",	     "--port",	     "1024",  "--wait",	 "2.5",	      "--timeout",
+	    "1",     "--no-seccomp", "ls",	     "-l",    "--vsock", "elsewhere", NULL};
 	struct cli_agent_options opts;
 	char error[256] = "";
 
@@ -29,6 +29,7 @@ static void exec_options_stop_at_the_command(void **state)
 	assert_int_equal(opts.port, 1024);
 	assert_int_equal(opts.wait_ms, 2500);
 	assert_int_equal(opts.timeout_ms, 1000);
+	assert_true(opts.no_seccomp);
 	assert_string_equal(opts.cwd, "/tmp");
 	assert_int_equal(opts.env_count, 2);
 	assert_string_equal(opts.env[1], "B=x=y");
@@ -64,6 +65,7 @@ static void exec_defaults_and_double_dash(void **state)
 	assert_int_equal(opts.port, 52);
 	assert_int_equal(opts.wait_ms, CLI_AGENT_DEFAULT_WAIT_S * 1000);
 	assert_int_equal(opts.timeout_ms, 0);
+	assert_false(opts.no_seccomp);
 	assert_null(opts.cwd);
 	assert_string_equal(opts.command[0], "--odd-name");
 	cli_agent_options_free(&opts);
@@ -128,9 +130,11 @@ static void cp_takes_one_guest_path(void **state)
 	assert_string_equal(opts.dst, "-");
 	assert_int_equal(opts.max_size, 0);
 	cli_agent_options_free(&opts);
-	char *capped[] = {"cp", "--vsock", "v", "--max-size", "2G", "guest:/x", "-", NULL};
+	char *capped[] = {"cp",		  "--vsock",  "v", "--max-size", "2G",
+			  "--no-seccomp", "guest:/x", "-", NULL};
 	assert_int_equal(cli_cp_parse(&opts, ARGC(capped), capped, error, sizeof(error)), 0);
 	assert_int_equal(opts.max_size, 2ULL << 30);
+	assert_true(opts.no_seccomp);
 	cli_agent_options_free(&opts);
 }
 
