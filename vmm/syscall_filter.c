@@ -1,84 +1,19 @@
-/* What a monitor process may ask of the host kernel (syscall_filter.h): a seccomp
- * filter, built with libseccomp, that refuses the system calls a monitor never makes
- * and that code a hostile guest took over in it would want first. The guest is untrusted
- * (design.md); a flaw in a device model could run its code here, with this process's
- * rights, which on most hosts are root's and /dev/kvm's.
- *
- * It is a deny list, not Firecracker's per-thread allow lists: mote's threads open
- * files, map memory and make KVM, TAP and io_uring calls at run time (snapshots, disk
- * updates, restores through the API), so only what none of them needs is cut. Refused
- * calls fail with EPERM rather than killing the process: code that tries one by mistake
- * gets an error to report, and an attacker gets nothing more from a kill.
- *
- * io_uring is not filtered: its requests are not system calls (Linux's seccomp sees only
- * io_uring_enter), so a ring can still open files and sockets. */
+/* Loading mote's seccomp filter (syscall_filter.h). The filter's rules, and why each,
+ * are in syscall_filter_rules.c; libseccomp makes them into BPF when mote is built
+ * (syscall_filter_gen.c), so that a process start only copies the program, writes its
+ * pid where the rules on signals want it, and hands it to the kernel (seccomp(2)). */
 #include <errno.h>
-#include <sched.h>
-#include <seccomp.h>
-#include <stddef.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mote.h"
 #include "syscall_filter.h"
-
-/* Nothing here is a monitor's business: starting programs, kernel state (modules,
- * kexec, mounts, namespaces, the clock, swap, keys, BPF, performance counters), and
- * reaching into other processes. Each number is the native (x86-64) one; other ABIs'
- * calls (int 0x80, x32) fail the filter's architecture check (syscall_filter_install). */
-static const int denied_everywhere[] = {
-    SCMP_SYS(execve),
-    SCMP_SYS(execveat),
-    SCMP_SYS(fork),
-    SCMP_SYS(vfork),
-    SCMP_SYS(process_vm_readv),
-    SCMP_SYS(process_vm_writev),
-    SCMP_SYS(pidfd_getfd),
-    SCMP_SYS(pidfd_send_signal),
-    SCMP_SYS(mount),
-    SCMP_SYS(umount2),
-    SCMP_SYS(pivot_root),
-    SCMP_SYS(chroot),
-    SCMP_SYS(move_mount),
-    SCMP_SYS(open_tree),
-    SCMP_SYS(fsopen),
-    SCMP_SYS(fsconfig),
-    SCMP_SYS(fsmount),
-    SCMP_SYS(fspick),
-    SCMP_SYS(mount_setattr),
-    SCMP_SYS(unshare),
-    SCMP_SYS(setns),
-    SCMP_SYS(init_module),
-    SCMP_SYS(finit_module),
-    SCMP_SYS(delete_module),
-    SCMP_SYS(kexec_load),
-    SCMP_SYS(kexec_file_load),
-    SCMP_SYS(bpf),
-    SCMP_SYS(perf_event_open),
-    SCMP_SYS(userfaultfd),
-    SCMP_SYS(keyctl),
-    SCMP_SYS(add_key),
-    SCMP_SYS(request_key),
-    SCMP_SYS(reboot),
-    SCMP_SYS(swapon),
-    SCMP_SYS(swapoff),
-    SCMP_SYS(acct),
-    SCMP_SYS(settimeofday),
-    SCMP_SYS(clock_settime),
-    SCMP_SYS(clock_adjtime),
-    SCMP_SYS(adjtimex),
-    SCMP_SYS(sethostname),
-    SCMP_SYS(setdomainname),
-    SCMP_SYS(iopl),
-    SCMP_SYS(ioperm),
-    SCMP_SYS(open_by_handle_at),
-    SCMP_SYS(name_to_handle_at),
-    SCMP_SYS(quotactl),
-    SCMP_SYS(syslog),
-    SCMP_SYS(vhangup),
-    SCMP_SYS(fanotify_init),
-};
+#include "syscall_filter_bpf.h"
 
 /* A leak checker (LeakSanitizer, in AddressSanitizer builds) looks for leaks at the
  * process's end from a task it clones as a process, not a thread, which stops every
@@ -99,115 +34,46 @@ bool syscall_filter_leak_checker_built_in(void)
 	return SYSCALL_FILTER_LEAK_CHECKER;
 }
 
-/* One refused call: syscall fails with error, always, or when its argument meets cmp. */
-struct refusal {
-	int syscall;
-	int error;
-	bool conditional;
-	struct scmp_arg_cmp cmp;
-};
-
-static int refuse(scmp_filter_ctx ctx, const struct refusal *r)
+/* Loads a copy of program with this process's pid in place of every marker. */
+static int load(const struct sock_filter *program, size_t count, size_t markers)
 {
-	return seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(r->error), r->syscall,
-				      r->conditional ? 1 : 0, r->conditional ? &r->cmp : NULL);
-}
+	struct sock_filter *copy = malloc(count * sizeof(*copy));
+	size_t written = 0;
 
-static int refuse_all(scmp_filter_ctx ctx, const struct refusal *rules, size_t count)
-{
-	int err = 0;
-
-	for (size_t i = 0; i < count && !err; i++)
-		err = refuse(ctx, &rules[i]);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, program, count * sizeof(*copy));
+	for (size_t i = 0; i < count; i++) {
+		if (copy[i].k == SYSCALL_FILTER_PID_MARKER) {
+			copy[i].k = (uint32_t)getpid();
+			written++;
+		}
+	}
+	int err = written == markers ? 0 : -EINVAL;
+	/* An unprivileged process may load a filter only with no_new_privs. */
+	if (!err && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		err = -errno;
+	if (!err) {
+		struct sock_fprog fprog = {.len = (unsigned short)count, .filter = copy};
+		/* TSYNC: every thread of the process takes it, or none does; one that cannot
+		 * (a filter of its own that this one does not extend) is named by its id. */
+		long ret = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+				   &fprog);
+		err = ret == 0 ? 0 : ret > 0 ? -ESRCH : -errno;
+	}
+	free(copy);
 	return err;
 }
 
 #define COUNT(array) (sizeof(array) / sizeof((array)[0]))
 
-/* New processes, other processes, and signals to them. Signals go only to this
- * process's own threads (vCPU kicks, raise()). Arguments are compared as the 64-bit
- * registers glibc passes (an int sign-extended): one whose upper half holds anything
- * else is refused, though the kernel would read only the int. */
-static int add_process_rules(scmp_filter_ctx ctx)
-{
-	scmp_datum_t self = (scmp_datum_t)getpid();
-	const struct refusal rules[] = {
-	    /* glibc creates threads with clone3 and falls back to clone when the kernel
-	     * has none (ENOSYS). clone3 takes its flags in memory, which a filter cannot
-	     * read, so it is sent to clone, whose flags it can: a thread (CLONE_THREAD)
-	     * is allowed, a process refused. */
-	    {SCMP_SYS(clone3), ENOSYS, false, {0}},
-	    {SCMP_SYS(clone), EPERM, true, SCMP_A0_64(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)},
-	    {SCMP_SYS(ptrace), EPERM, false, {0}},
-	    /* tkill takes a thread id alone, which may be any process's. */
-	    {SCMP_SYS(tkill), EPERM, false, {0}},
-	    {SCMP_SYS(kill), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, self, 0)},
-	    {SCMP_SYS(tgkill), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, self, 0)},
-	    {SCMP_SYS(rt_sigqueueinfo), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, self, 0)},
-	    {SCMP_SYS(rt_tgsigqueueinfo), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, self, 0)},
-	};
-	return refuse_all(ctx, rules, COUNT(rules));
-}
-
-/* Refused whatever the build: namespaces asked of clone (unshare and setns are refused
- * outright), sockets of any family but AF_UNIX (the API's and vsock's; a TAP is a file:
- * an IP or netlink socket would reach the network or configure the host), and the two
- * terminal ioctls that type into a terminal or a console as if from its keyboard
- * (the user's shell, with --console stdio). */
-static int add_rules_for_everyone(scmp_filter_ctx ctx)
-{
-	static const scmp_datum_t new_namespaces[] = {
-	    CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
-	    CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET,
-	};
-	const struct refusal rules[] = {
-	    {SCMP_SYS(socket), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, AF_UNIX, 0)},
-	    {SCMP_SYS(socketpair), EPERM, true, SCMP_A0_64(SCMP_CMP_NE, AF_UNIX, 0)},
-	    {SCMP_SYS(ioctl), EPERM, true, SCMP_A1_64(SCMP_CMP_EQ, TIOCSTI, 0)},
-	    {SCMP_SYS(ioctl), EPERM, true, SCMP_A1_64(SCMP_CMP_EQ, TIOCLINUX, 0)},
-	};
-	int err = refuse_all(ctx, rules, COUNT(rules));
-
-	/* One rule a flag: the rules of one call are alternatives. */
-	for (size_t i = 0; i < COUNT(new_namespaces) && !err; i++) {
-		const struct refusal clone_into_namespace = {
-		    SCMP_SYS(clone), EPERM, true,
-		    SCMP_A0_64(SCMP_CMP_MASKED_EQ, new_namespaces[i], new_namespaces[i])};
-		err = refuse(ctx, &clone_into_namespace);
-	}
-	return err;
-}
-
 int syscall_filter_install(bool keep_leak_checker)
 {
-	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-	int err = 0;
-
-	if (!ctx)
-		return -ENOMEM;
-	for (size_t i = 0; i < COUNT(denied_everywhere) && !err; i++)
-		err = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied_everywhere[i], 0);
-	if (!err)
-		err = add_rules_for_everyone(ctx);
-	if (!err && !keep_leak_checker)
-		err = add_process_rules(ctx);
-	/* A call of another ABI (int 0x80, x32) ends the process, not only its thread: a VM
-	 * with a vCPU or its device thread gone would hang half alive. */
-	if (!err)
-		err = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	/* Every thread of the process, those started before included; no_new_privs, which
-	 * an unprivileged process needs to load a filter; and the kernel's own errno when
-	 * the load fails (libseccomp says -ECANCELED otherwise). */
-	if (!err)
-		err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
-	if (!err)
-		err = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
-	if (!err)
-		err = seccomp_attr_set(ctx, SCMP_FLTATR_API_SYSRAWRC, 1);
-	if (!err)
-		err = seccomp_load(ctx);
-	seccomp_release(ctx);
-	return err;
+	if (keep_leak_checker)
+		return load(syscall_filter_for_leak_checker, COUNT(syscall_filter_for_leak_checker),
+			    syscall_filter_for_leak_checker_markers);
+	return load(syscall_filter_strict, COUNT(syscall_filter_strict),
+		    syscall_filter_strict_markers);
 }
 
 int mote_restrict_syscalls(void)

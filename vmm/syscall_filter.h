@@ -1,4 +1,4 @@
-/* The seccomp filter a monitor process runs under (syscall_filter.c says what it
+/* The seccomp filter a monitor process runs under (syscall_filter_rules.c says what it
  * refuses and why); mote_restrict_syscalls() (mote.h) is its public face. */
 #ifndef MOTE_SYSCALL_FILTER_H
 #define MOTE_SYSCALL_FILTER_H

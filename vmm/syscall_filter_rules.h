@@ -1,0 +1,21 @@
+/* The rules of mote's seccomp filter, for libseccomp at build time
+ * (syscall_filter_rules.c says what they refuse and why; syscall_filter_gen.c turns
+ * them into BPF; syscall_filter.c loads that). */
+#ifndef MOTE_SYSCALL_FILTER_RULES_H
+#define MOTE_SYSCALL_FILTER_RULES_H
+
+#include <seccomp.h>
+#include <stdbool.h>
+
+/* Stands for the pid of the process that loads the filter, in the rules on signals;
+ * syscall_filter.c writes the real one over it. Above any pid (pid_max is at most
+ * 2^22) and any other constant the rules compare. */
+#define SYSCALL_FILTER_PID_MARKER 0x7eadbeefu
+
+/* Adds the rules to ctx (made with seccomp_init(SCMP_ACT_ALLOW)): all of them, or with
+ * keep_leak_checker all but those on new processes, ptrace and signals to other
+ * processes, which a leak checker at the process's end needs. 0 or libseccomp's
+ * negative errno. */
+int syscall_filter_rules_build(scmp_filter_ctx ctx, bool keep_leak_checker);
+
+#endif
