@@ -415,7 +415,7 @@ MOTE_API void mote_vm_destroy(struct mote_vm *vm);
  * might still start, and cannot be undone. It is a deny list, not an allow list:
  * opening files, and anything an io_uring request does, stay possible. 0, or a negative
  * errno: -EINVAL or -ENOSYS when the kernel has no seccomp filters, -ESRCH when a thread
- * of the process could not take it (another filter of its own forbids that). In a
+ * of the process could not take it (another filter of its own forbids that), -ENOMEM. In a
  * program built with AddressSanitizer, LeakSanitizer's check at the end then fails (it
  * needs ptrace and a process of its own). */
 MOTE_API int mote_restrict_syscalls(void);

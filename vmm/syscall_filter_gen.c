@@ -1,9 +1,14 @@
 /* Build-time tool: writes, as a C header on stdout, the BPF programs of mote's seccomp
  * filter that libseccomp makes of syscall_filter_rules.c (one with every rule, one for
- * builds with a leak checker), and where in each the pid marker sits. syscall_filter.c
- * includes it. Exit status 1, with a message, if libseccomp fails. */
+ * builds with a leak checker). syscall_filter.c includes it and writes the process's
+ * pid over every word that holds the marker, so this checks that each such word is the
+ * value a comparison of the first argument's low half tests, and that the strict
+ * program has one and the other none. Exit status 1, with a message, if libseccomp
+ * fails or a check does not hold: the build stops. */
 #include <errno.h>
 #include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +16,17 @@
 
 #include "syscall_filter_rules.h"
 
-/* Prints one program as NAME[] and the number of pid markers in it as NAME_markers. */
+/* Whether instruction i is "jump if A == marker" right after "A = args[0]'s low half"
+ * (little-endian: its first word). */
+static bool is_pid_comparison(const struct sock_filter *program, size_t i)
+{
+	return i > 0 && program[i].code == (BPF_JMP | BPF_JEQ | BPF_K) &&
+	       program[i - 1].code == (BPF_LD | BPF_W | BPF_ABS) &&
+	       program[i - 1].k == offsetof(struct seccomp_data, args[0]);
+}
+
+/* Prints one program as NAME[]; it must hold the marker (and only in pid comparisons)
+ * if, and only if, its rules compare pids. */
 static int print_program(const char *name, bool keep_leak_checker)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -46,13 +61,27 @@ static int print_program(const char *name, bool keep_leak_checker)
 		return -1;
 	}
 	size_t count = len / sizeof(program[0]), markers = 0;
-	printf("static const struct sock_filter %s[] = {\n", name);
 	for (size_t i = 0; i < count; i++) {
+		if (program[i].k != SYSCALL_FILTER_PID_MARKER)
+			continue;
+		if (!is_pid_comparison(program, i)) {
+			fprintf(stderr,
+				"syscall_filter_gen: %s: the pid marker in instruction %zu "
+				"is not a pid comparison\n",
+				name, i);
+			return -1;
+		}
+		markers++;
+	}
+	if (keep_leak_checker ? markers != 0 : markers == 0) {
+		fprintf(stderr, "syscall_filter_gen: %s: %zu pid comparisons\n", name, markers);
+		return -1;
+	}
+	printf("static const struct sock_filter %s[] = {\n", name);
+	for (size_t i = 0; i < count; i++)
 		printf("    {0x%04x, %u, %u, 0x%08x},\n", program[i].code, program[i].jt,
 		       program[i].jf, program[i].k);
-		markers += program[i].k == SYSCALL_FILTER_PID_MARKER;
-	}
-	printf("};\nenum { %s_markers = %zu };\n\n", name, markers);
+	printf("};\n\n");
 	return 0;
 }
 

@@ -1,5 +1,5 @@
 /* The rules of mote's seccomp filter (syscall_filter.h), given to libseccomp when mote
- * is built: tools' syscall_filter_gen turns them into the BPF programs that
+ * is built: syscall_filter_gen.c turns them into the BPF programs that
  * syscall_filter.c loads, so a process pays no filter compilation at its start
  * (libseccomp took 0.2 ms natively, 7-14 ms under the nested emulation). The guest is
  * untrusted (design.md); a flaw in a device model could run its code in the monitor,
@@ -24,7 +24,7 @@
 /* Nothing here is a monitor's business: starting programs, kernel state (modules,
  * kexec, mounts, namespaces, the clock, swap, keys, BPF, performance counters), and
  * reaching into other processes. Each number is the native (x86-64) one; other ABIs'
- * calls (int 0x80, x32) fail the filter's architecture check (syscall_filter_install). */
+ * calls (int 0x80, x32) fail the filter's architecture check (syscall_filter_rules_build). */
 static const int denied_everywhere[] = {
     SCMP_SYS(execve),
     SCMP_SYS(execveat),

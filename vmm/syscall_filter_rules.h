@@ -8,8 +8,10 @@
 #include <stdbool.h>
 
 /* Stands for the pid of the process that loads the filter, in the rules on signals;
- * syscall_filter.c writes the real one over it. Above any pid (pid_max is at most
- * 2^22) and any other constant the rules compare. */
+ * syscall_filter.c writes the real one over every instruction word that holds it, so
+ * it must differ from every other word of the programs (syscall_filter_gen.c checks
+ * where it sits): above any pid (pid_max is at most 2^22), syscall number, offset,
+ * flag or ioctl the rules compare, and below the arch token and return actions. */
 #define SYSCALL_FILTER_PID_MARKER 0x7eadbeefu
 
 /* Adds the rules to ctx (made with seccomp_init(SCMP_ACT_ALLOW)): all of them, or with
