@@ -23,10 +23,13 @@ trap 'rm -rf "$work"' EXIT
 # boots VMs often has them in its page cache; under tools/kvm-run.sh the originals
 # sit on a 9p share, which is read anew on every open. So does mote itself, as QEMU
 # runs from the outer guest's own disk (from the share, a start took ~3 ms more).
-cp "$MOTE_KERNEL_DIR/${MOTE_BENCH_KERNEL:-vmlinux}" "$MOTE_INITRD" "$MOTE_BIN" "$work/"
+# (In a directory of its own: the results go to $work/mote.)
+mkdir "$work/bin"
+cp "$MOTE_KERNEL_DIR/${MOTE_BENCH_KERNEL:-vmlinux}" "$MOTE_INITRD" "$work/"
+cp "$MOTE_BIN" "$work/bin/mote"
 KERNEL=$work/${MOTE_BENCH_KERNEL:-vmlinux}
 INITRD=$work/$(basename "$MOTE_INITRD")
-MOTE_BIN=$work/$(basename "$MOTE_BIN")
+MOTE_BIN=$work/bin/mote
 
 [ -c /dev/kvm ] || { echo "boot benchmark: /dev/kvm missing; use benchmarks/run-boot.sh" >&2; exit 1; }
 

@@ -58,8 +58,9 @@ cleanup() {
 trap cleanup EXIT
 # mote runs from a copy on the outer guest's own file system, as QEMU does: under
 # tools/kvm-run.sh the build sits on a 9p share, read anew at every start (~3 ms).
-cp "$MOTE_BIN" "$work/mote"
-MOTE_BIN=$work/mote
+mkdir "$work/bin"
+cp "$MOTE_BIN" "$work/bin/mote"
+MOTE_BIN=$work/bin/mote
 
 now_ns() { date +%s%N; }
 ms_between() { echo "scale=3; ($2 - $1) / 1000000" | bc; }
