@@ -24,7 +24,8 @@
 /* Nothing here is a monitor's business: starting programs, kernel state (modules,
  * kexec, mounts, namespaces, the clock, swap, keys, BPF, performance counters), and
  * reaching into other processes. Each number is the native (x86-64) one; other ABIs'
- * calls (int 0x80, x32) fail the filter's architecture check (syscall_filter_rules_build). */
+ * calls (int 0x80, x32) fail the filter's architecture check
+ * (syscall_filter_rules_build). */
 static const int denied_everywhere[] = {
     SCMP_SYS(execve),
     SCMP_SYS(execveat),
@@ -105,9 +106,9 @@ static int refuse_all(scmp_filter_ctx ctx, const struct refusal *rules, size_t c
 
 /* New processes, other processes, and signals to them. Signals go only to this
  * process's own threads (vCPU kicks, raise()): its pid is not known when the filter is
- * built, so the marker stands for it until the load (syscall_filter.c). Arguments are compared as
- * the 64-bit registers glibc passes (an int sign-extended): one whose upper half holds anything
- * else is refused, though the kernel would read only the int. */
+ * built, so the marker stands for it until the load (syscall_filter.c). Arguments are
+ * compared as the 64-bit registers glibc passes (an int sign-extended): one whose upper
+ * half holds anything else is refused, though the kernel would read only the int. */
 static int add_process_rules(scmp_filter_ctx ctx)
 {
 	const scmp_datum_t self = SYSCALL_FILTER_PID_MARKER;
